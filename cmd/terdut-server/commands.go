@@ -1,0 +1,101 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/terdut-server/terdut-server/internal/store"
+)
+
+// parseDatabaseFlags reads the only settings the offline commands need.
+func parseDatabaseFlags(name string, args []string, getenv func(string) string, stderr io.Writer) (string, []string, error) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	url := fs.String("database-url", "", "Postgres URL")
+	file := fs.String("database-url-file", "", "file holding the Postgres URL")
+	if err := fs.Parse(args); err != nil {
+		return "", nil, err
+	}
+	if err := applyEnv(fs, getenv); err != nil {
+		return "", nil, err
+	}
+	u, err := fromFile(*url, *file, "database-url")
+	if err == nil && u == "" {
+		err = errors.New("no database: set --database-url or TERDUT_DATABASE_URL (or TERDUT_DATABASE_URL_FILE)")
+	}
+	return u, fs.Args(), err
+}
+
+// migrate applies pending migrations and exits.
+func migrate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	url, rest, err := parseDatabaseFlags("terdut-server migrate", args, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return fmt.Errorf("migrate takes no arguments, got %q", rest[0])
+	}
+	n, err := store.Migrate(ctx, url)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "applied %d migrations; the schema is current\n", n)
+	return nil
+}
+
+// bootstrap acts on the claim directly in the database, for an administrator with shell
+// access: the same store code and audit as the HTTP endpoints, with the actor "cli".
+func bootstrap(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return errors.New("usage: terdut-server bootstrap status|claim|reset [--database-url URL]")
+	}
+	sub := args[0]
+	url, rest, err := parseDatabaseFlags("terdut-server bootstrap "+sub, args[1:], getenv, stderr)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return fmt.Errorf("bootstrap %s takes no arguments, got %q", sub, rest[0])
+	}
+	st, err := openMigrated(ctx, url, newLogger(stderr, 0))
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	who := store.AuditInfo{Actor: store.ActorCLI, RemoteAddr: "local"}
+	out := json.NewEncoder(stdout)
+	out.SetIndent("", "  ")
+	switch sub {
+	case "status":
+		b, err := st.Bootstrap(ctx)
+		if err != nil {
+			return err
+		}
+		return out.Encode(map[string]any{"state": b.State, "generation": b.Generation,
+			"last_claim_at": b.LastClaimAt, "last_reset_at": b.LastResetAt})
+	case "claim":
+		res, err := st.Claim(ctx, who)
+		if errors.Is(err, store.ErrAlreadyClaimed) {
+			return errors.New("this install is already claimed; run `terdut-server bootstrap reset` first to reopen it")
+		}
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(stderr, "Claimed. The API key below is shown once: store it now.")
+		return out.Encode(map[string]any{"generation": res.Generation, "user_id": res.Principal.ID,
+			"username": res.Principal.Username, "api_key_id": res.Key.ID, "api_key": res.Secret})
+	case "reset":
+		res, err := st.Reset(ctx, who, store.RateLimit{})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(stderr, "Reset: the install is pending again; nobody can sign in until it is claimed.")
+		return out.Encode(map[string]any{"state": store.StatePending, "generation": res.Generation,
+			"revoked_api_keys": res.RevokedAPIKeys, "revoked_sessions": res.RevokedSessions})
+	}
+	return fmt.Errorf("unknown bootstrap command %q: use status, claim or reset", sub)
+}

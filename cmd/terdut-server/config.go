@@ -1,0 +1,170 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+)
+
+// Config is every setting of terdut-server. Each is a flag and a TERDUT_* variable of the same
+// name (--database-url is TERDUT_DATABASE_URL); a flag wins over the variable.
+type Config struct {
+	Listen            string
+	DatabaseURL       string
+	PublicURL         *url.URL
+	BootstrapGate     bool
+	OperatorTokenFile string
+	ResetMax          int
+	ResetWindow       time.Duration
+	PasswordLogin     bool
+	PasswordCost      int
+	SessionTTL        time.Duration
+	OIDCIssuer        string
+	OIDCClientID      string
+	OIDCClientSecret  string
+	OIDCGroupsClaim   string
+	OIDCAllowedGroups []string
+	OIDCAdminGroups   []string
+	LogLevel          slog.Level
+	ShutdownTimeout   time.Duration
+}
+
+// parseConfig fills a Config from args and the environment and validates it once, with
+// messages that say which setting is wrong and how to fix it.
+func parseConfig(name string, args []string, getenv func(string) string, stderr io.Writer) (Config, error) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var c Config
+	var publicURL, dbURLFile, secretFile, allowed, admins, logLevel string
+	fs.StringVar(&c.Listen, "listen", ":8080", "address to listen on")
+	fs.StringVar(&c.DatabaseURL, "database-url", "", "Postgres URL (postgres://user:pass@host:5432/db)")
+	fs.StringVar(&dbURLFile, "database-url-file", "", "file holding the Postgres URL, instead of --database-url")
+	fs.StringVar(&publicURL, "public-url", "http://localhost:8080", "URL where people reach this server")
+	fs.BoolVar(&c.BootstrapGate, "bootstrap-gate", true, "refuse every sign-in until the install is claimed")
+	fs.StringVar(&c.OperatorTokenFile, "operator-token-file", "", "file of operator tokens, one a line (32+ characters each)")
+	fs.IntVar(&c.ResetMax, "bootstrap-reset-limit", 5, "resets allowed over the API per --bootstrap-reset-window, across replicas")
+	fs.DurationVar(&c.ResetWindow, "bootstrap-reset-window", time.Minute, "window of --bootstrap-reset-limit")
+	fs.BoolVar(&c.PasswordLogin, "password-login", true, "allow sign-in with a username and password")
+	fs.IntVar(&c.PasswordCost, "password-hash-cost", 12, "bcrypt cost of stored passwords (4-31)")
+	fs.DurationVar(&c.SessionTTL, "session-ttl", 12*time.Hour, "how long a sign-in lasts")
+	fs.StringVar(&c.OIDCIssuer, "oidc-issuer", "", "OIDC issuer URL; empty turns single sign-on off")
+	fs.StringVar(&c.OIDCClientID, "oidc-client-id", "", "OIDC client id")
+	fs.StringVar(&secretFile, "oidc-client-secret-file", "", "file holding the OIDC client secret")
+	fs.StringVar(&c.OIDCGroupsClaim, "oidc-groups-claim", "groups", "ID token claim that lists a person's groups")
+	fs.StringVar(&allowed, "oidc-allowed-groups", "", "comma-separated groups allowed to sign in; empty: anyone the provider authenticates")
+	fs.StringVar(&admins, "oidc-admin-groups", "", "comma-separated groups whose members are admins")
+	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 20*time.Second, "how long to drain requests on SIGTERM")
+	if err := fs.Parse(args); err != nil {
+		return Config{}, err
+	}
+	if fs.NArg() > 0 {
+		return Config{}, fmt.Errorf("unexpected argument %q (settings are flags: see -h)", fs.Arg(0))
+	}
+	if err := applyEnv(fs, getenv); err != nil {
+		return Config{}, err
+	}
+	var err error
+	if c.DatabaseURL, err = fromFile(c.DatabaseURL, dbURLFile, "database-url"); err != nil {
+		return Config{}, err
+	}
+	if c.OIDCClientSecret, err = fromFile(getenv("TERDUT_OIDC_CLIENT_SECRET"), secretFile, "oidc-client-secret"); err != nil {
+		return Config{}, err
+	}
+	c.OIDCAllowedGroups, c.OIDCAdminGroups = splitList(allowed), splitList(admins)
+	if err := c.LogLevel.UnmarshalText([]byte(logLevel)); err != nil {
+		return Config{}, fmt.Errorf("--log-level %q: use debug, info, warn or error", logLevel)
+	}
+	if c.PublicURL, err = url.Parse(publicURL); err != nil || (c.PublicURL.Scheme != "http" && c.PublicURL.Scheme != "https") || c.PublicURL.Host == "" {
+		return Config{}, fmt.Errorf("--public-url %q: give an absolute http:// or https:// URL, such as https://terdut.example.com", publicURL)
+	}
+	return c, c.validate()
+}
+
+func (c Config) validate() error {
+	var problems []string
+	if c.DatabaseURL == "" {
+		problems = append(problems, "no database: set --database-url or TERDUT_DATABASE_URL (or TERDUT_DATABASE_URL_FILE), e.g. postgres://terdut:secret@localhost:5432/terdut")
+	}
+	if c.PasswordCost < bcrypt.MinCost || c.PasswordCost > bcrypt.MaxCost {
+		problems = append(problems, fmt.Sprintf("--password-hash-cost %d: use %d to %d", c.PasswordCost, bcrypt.MinCost, bcrypt.MaxCost))
+	}
+	if c.SessionTTL < time.Minute {
+		problems = append(problems, "--session-ttl: use at least 1m")
+	}
+	if c.ResetMax < 1 || c.ResetWindow <= 0 {
+		problems = append(problems, "--bootstrap-reset-limit and --bootstrap-reset-window must be positive")
+	}
+	if c.OIDCIssuer != "" {
+		if u, err := url.Parse(c.OIDCIssuer); err != nil || u.Scheme == "" || u.Host == "" {
+			problems = append(problems, fmt.Sprintf("--oidc-issuer %q: give the issuer's absolute URL", c.OIDCIssuer))
+		}
+		if c.OIDCClientID == "" {
+			problems = append(problems, "--oidc-issuer is set but --oidc-client-id is not")
+		}
+		if c.OIDCClientSecret == "" {
+			problems = append(problems, "--oidc-issuer is set but no client secret: set --oidc-client-secret-file")
+		}
+		if c.OIDCGroupsClaim == "" && (len(c.OIDCAllowedGroups) > 0 || len(c.OIDCAdminGroups) > 0) {
+			problems = append(problems, "--oidc-groups-claim is empty but group rules are set")
+		}
+	}
+	if len(problems) > 0 {
+		return errors.New("invalid settings:\n  - " + strings.Join(problems, "\n  - "))
+	}
+	return nil
+}
+
+// applyEnv sets every flag not given on the command line from its TERDUT_* variable.
+func applyEnv(fs *flag.FlagSet, getenv func(string) string) error {
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		env := envName(f.Name)
+		if v := getenv(env); v != "" && !given[f.Name] && err == nil {
+			if e := fs.Set(f.Name, v); e != nil {
+				err = fmt.Errorf("%s: %v", env, e)
+			}
+		}
+	})
+	return err
+}
+
+func envName(flagName string) string {
+	return "TERDUT_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// fromFile returns the content of file (trimmed) when file is set, else value.
+func fromFile(value, file, setting string) (string, error) {
+	if file == "" {
+		return value, nil
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("--%s-file: %w", setting, err)
+	}
+	v := strings.TrimSpace(string(b))
+	if v == "" {
+		return "", fmt.Errorf("--%s-file %s is empty", setting, file)
+	}
+	return v, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}

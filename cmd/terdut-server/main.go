@@ -1,0 +1,46 @@
+// Command terdut-server receives Alertmanager webhooks and manages incidents.
+//
+//	terdut-server [serve] [flags]             serve the API (the default)
+//	terdut-server migrate [flags]             apply database migrations and exit
+//	terdut-server bootstrap status|claim|reset [flags]
+//	                                          act on the bootstrap claim directly in the database
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "terdut-server:", err)
+		os.Exit(1)
+	}
+}
+
+// run is the whole program, callable from tests: it returns when ctx is cancelled (serve)
+// or when the command is done.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	cmd := "serve"
+	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
+		cmd, args = args[0], args[1:]
+	}
+	switch cmd {
+	case "serve":
+		return serve(ctx, args, getenv, stdout, stderr)
+	case "migrate":
+		return migrate(ctx, args, getenv, stdout, stderr)
+	case "bootstrap":
+		return bootstrap(ctx, args, getenv, stdout, stderr)
+	case "help":
+		fmt.Fprintln(stdout, "usage: terdut-server [serve|migrate|bootstrap status|claim|reset] [flags]; -h lists the flags")
+		return nil
+	}
+	return fmt.Errorf("unknown command %q: use serve, migrate or bootstrap", cmd)
+}

@@ -1,0 +1,129 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/terdut-server/terdut-server/internal/api"
+	"github.com/terdut-server/terdut-server/internal/optoken"
+	"github.com/terdut-server/terdut-server/internal/store"
+)
+
+func newLogger(w io.Writer, level slog.Level) *slog.Logger {
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level}))
+}
+
+// serve migrates the database, then serves until ctx is cancelled, draining requests in flight.
+func serve(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	cfg, err := parseConfig("terdut-server", args, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	log := newLogger(stderr, cfg.LogLevel)
+	tokens, err := loadOperatorTokens(cfg, log)
+	if err != nil {
+		return err
+	}
+	st, err := openMigrated(ctx, cfg.DatabaseURL, log)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	passwords, err := api.NewPasswords(cfg.PasswordCost)
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	opts := api.Options{PublicURL: cfg.PublicURL, Gate: cfg.BootstrapGate, PasswordLogin: cfg.PasswordLogin,
+		SessionTTL: cfg.SessionTTL, OperatorTokens: tokens, Passwords: passwords, Logger: log,
+		ResetLimit: store.RateLimit{Max: cfg.ResetMax, Window: cfg.ResetWindow}, Registry: reg, Gatherer: reg}
+	if cfg.OIDCIssuer != "" {
+		opts.OIDC = &api.OIDCOptions{Issuer: cfg.OIDCIssuer, ClientID: cfg.OIDCClientID, ClientSecret: cfg.OIDCClientSecret,
+			GroupsClaim: cfg.OIDCGroupsClaim, AllowedGroups: cfg.OIDCAllowedGroups, AdminGroups: cfg.OIDCAdminGroups}
+	}
+	srv := &http.Server{Handler: api.NewServer(st, opts), ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout: 30 * time.Second, WriteTimeout: 60 * time.Second, IdleTimeout: 2 * time.Minute,
+		MaxHeaderBytes: 64 << 10, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("--listen %s: %w", cfg.Listen, err)
+	}
+	log.Info("terdut-server listening", "addr", ln.Addr().String(), "public_url", cfg.PublicURL.String(),
+		"bootstrap_gate", cfg.BootstrapGate, "sso", cfg.OIDCIssuer != "", "password_login", cfg.PasswordLogin)
+	printNextSteps(ctx, stdout, st, cfg, tokens)
+
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down: draining requests in flight", "timeout", cfg.ShutdownTimeout.String())
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	log.Info("stopped")
+	return nil
+}
+
+func loadOperatorTokens(cfg Config, log *slog.Logger) (*optoken.Source, error) {
+	if cfg.OperatorTokenFile == "" {
+		log.Warn("no operator token configured (--operator-token-file): anyone who reaches POST /api/bootstrap can claim this install, and the claim cannot be reset over the API")
+		return nil, nil
+	}
+	return optoken.Load(cfg.OperatorTokenFile, log)
+}
+
+// openMigrated opens the database and brings its schema up to this binary's version.
+func openMigrated(ctx context.Context, url string, log *slog.Logger) (*store.Store, error) {
+	n, err := store.Migrate(ctx, url)
+	if err != nil {
+		return nil, fmt.Errorf("migrate the database: %w", err)
+	}
+	if n > 0 {
+		log.Info("database migrated", "applied", n)
+	}
+	st, err := store.Open(ctx, url)
+	if err != nil {
+		return nil, err
+	}
+	if err := st.CheckSchema(ctx); err != nil {
+		st.Close()
+		return nil, err
+	}
+	return st, nil
+}
+
+// printNextSteps tells the person who started the server where it is and what to do next.
+func printNextSteps(ctx context.Context, w io.Writer, st *store.Store, cfg Config, tokens *optoken.Source) {
+	base := cfg.PublicURL.String()
+	fmt.Fprintf(w, "terdut-server is running at %s (health: %s/healthz)\n", base, base)
+	b, err := st.Bootstrap(ctx)
+	if err != nil || b.State != store.StatePending {
+		fmt.Fprintf(w, "Sign in at %s/login\n", base)
+		return
+	}
+	auth := ""
+	if tokens.Configured() {
+		auth = ` -H "Authorization: Bearer $(head -n1 ` + cfg.OperatorTokenFile + `)"`
+	}
+	fmt.Fprintf(w, "This install is not claimed yet; nobody can sign in until it is. Claim it with:\n"+
+		"  curl -X POST%s %s/api/bootstrap\n"+
+		"and keep the api_key it returns (it is shown once). Or run: terdut-server bootstrap claim\n", auth, base)
+}

@@ -1,0 +1,107 @@
+package api
+
+import (
+	"net/http"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/terdut-server/terdut-server/internal/store"
+)
+
+// apiKeyJSON is a key as the API shows it. Key, the secret, is set only in the response
+// that created it.
+type apiKeyJSON struct {
+	ID         int64      `json:"id"`
+	UserID     int64      `json:"user_id"`
+	Name       string     `json:"name"`
+	Key        string     `json:"key,omitempty"`
+	CreatedAt  time.Time  `json:"created_at"`
+	LastUsedAt *time.Time `json:"last_used_at"`
+}
+
+func toAPIKeyJSON(k store.APIKey, secret string) apiKeyJSON {
+	return apiKeyJSON{ID: k.ID, UserID: k.UserID, Name: k.Name, Key: secret, CreatedAt: k.CreatedAt, LastUsedAt: k.LastUsedAt}
+}
+
+// requireSelfOrAdmin lets through the user named by {id} in the path, and admins.
+func (s *server) requireSelfOrAdmin(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id, err := pathID(r, "id")
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		u := principalFrom(r.Context()).User
+		if u.ID != id && u.Role != store.RoleAdmin {
+			s.writeError(w, r, errForbidden)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (s *server) handleAPIKeyCreate() http.Handler {
+	type request struct {
+		Name string `json:"name"`
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id, _ := pathID(r, "id")
+		req, err := decodeJSON[request](w, r)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		name := strings.TrimSpace(req.Name)
+		if name == "" || len(name) > 100 || strings.IndexFunc(name, unicode.IsControl) >= 0 {
+			s.writeError(w, r, errBadRequest("invalid_name", "A key's name is 1 to 100 characters, without control characters."))
+			return
+		}
+		k, secret, err := s.store.CreateAPIKey(r.Context(), id, name)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		w.Header().Set("Cache-Control", "no-store")
+		writeJSON(w, http.StatusCreated, toAPIKeyJSON(k, secret))
+	})
+}
+
+func (s *server) handleAPIKeyList() http.Handler {
+	type response struct {
+		APIKeys []apiKeyJSON `json:"api_keys"`
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id, _ := pathID(r, "id")
+		if _, err := s.store.User(r.Context(), id); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		keys, err := s.store.APIKeys(r.Context(), id)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		resp := response{APIKeys: make([]apiKeyJSON, 0, len(keys))}
+		for _, k := range keys {
+			resp.APIKeys = append(resp.APIKeys, toAPIKeyJSON(k, ""))
+		}
+		writeJSON(w, http.StatusOK, resp)
+	})
+}
+
+func (s *server) handleAPIKeyDelete() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id, _ := pathID(r, "id")
+		keyID, err := pathID(r, "keyID")
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		if err := s.store.RevokeAPIKey(r.Context(), id, keyID); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+}

@@ -1,0 +1,109 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/terdut-server/terdut-server/internal/store"
+)
+
+// sessionCookie names the cookie that carries a browser's session token.
+const sessionCookie = "terdut_session"
+
+type ctxKey int
+
+const principalKey ctxKey = iota
+
+// principal is who is calling and how they proved it.
+type principal struct {
+	User         store.User
+	SessionToken string // set when authenticated by cookie
+}
+
+func principalFrom(ctx context.Context) principal {
+	p, _ := ctx.Value(principalKey).(principal)
+	return p
+}
+
+// bearerToken returns the token of an "Authorization: Bearer" header, and whether one was sent.
+func bearerToken(r *http.Request) (string, bool) {
+	h := r.Header.Get("Authorization")
+	if h == "" {
+		return "", false
+	}
+	scheme, token, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", true
+	}
+	return strings.TrimSpace(token), true
+}
+
+// isSecret reports whether s has the form of an API key or session token: 64 lowercase hex
+// characters. Anything else is refused without a database round trip.
+func isSecret(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// requireUser lets a request through only with a live API key or session. Requests
+// authenticated by cookie that change state must come from this site's own pages.
+func (s *server) requireUser(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, err := s.authenticate(r)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		if p.SessionToken != "" {
+			if err := s.crossOrigin.Check(r); err != nil {
+				s.writeError(w, r, &apiError{Status: http.StatusForbidden, Code: "cross_origin",
+					Message: "Cross-site requests may not change anything here."})
+				return
+			}
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey, p)))
+	})
+}
+
+func (s *server) authenticate(r *http.Request) (principal, error) {
+	if token, sent := bearerToken(r); sent {
+		if !isSecret(token) {
+			return principal{}, errUnauthorized
+		}
+		u, err := s.store.AuthenticateAPIKey(r.Context(), token)
+		if errors.Is(err, store.ErrNotFound) {
+			return principal{}, errUnauthorized
+		}
+		return principal{User: u}, err
+	}
+	c, err := r.Cookie(sessionCookie)
+	if err != nil || !isSecret(c.Value) {
+		return principal{}, errUnauthorized
+	}
+	u, err := s.store.AuthenticateSession(r.Context(), c.Value)
+	if errors.Is(err, store.ErrNotFound) {
+		return principal{}, errUnauthorized
+	}
+	return principal{User: u, SessionToken: c.Value}, err
+}
+
+// requireAdmin lets only admins through; it runs after requireUser.
+func (s *server) requireAdmin(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if principalFrom(r.Context()).User.Role != store.RoleAdmin {
+			s.writeError(w, r, errForbidden)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}

@@ -1,0 +1,133 @@
+package api
+
+import (
+	"errors"
+	"net"
+	"net/http"
+
+	"github.com/terdut-server/terdut-server/internal/store"
+)
+
+var errOperatorTokenNotConfigured = &apiError{Status: http.StatusForbidden, Code: "operator_token_not_configured",
+	Message: "This server has no operator token configured (--operator-token-file), so the claim cannot be reset over the API; use `terdut-server bootstrap reset` on the server instead."}
+
+var errBadOperatorToken = &apiError{Status: http.StatusUnauthorized, Code: "unauthorized",
+	Message: "This endpoint needs the operator token as a Bearer token. API keys and sessions are not accepted here."}
+
+// requireOperator admits only the operator token. When open is true and no token is
+// configured, everyone is admitted (the claim on an install without an operator).
+func (s *server) requireOperator(open bool, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !s.opts.OperatorTokens.Configured() {
+			if open {
+				next.ServeHTTP(w, r)
+				return
+			}
+			s.writeError(w, r, errOperatorTokenNotConfigured)
+			return
+		}
+		token, _ := bearerToken(r)
+		if token == "" || !s.opts.OperatorTokens.Check(token) {
+			s.metrics.operatorAuthFailures.Inc()
+			s.writeError(w, r, errBadOperatorToken)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (s *server) handleBootstrapStatus() http.Handler {
+	type response struct {
+		State      string `json:"state"`
+		Generation int64  `json:"generation"`
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, err := s.store.Bootstrap(r.Context())
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		w.Header().Set("Cache-Control", "no-store")
+		writeJSON(w, http.StatusOK, response{State: string(b.State), Generation: b.Generation})
+	})
+}
+
+func (s *server) handleBootstrapClaim() http.Handler {
+	type response struct {
+		User       userJSON   `json:"user"`
+		APIKey     apiKeyJSON `json:"api_key"`
+		Generation int64      `json:"generation"`
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		res, err := s.store.Claim(r.Context(), store.AuditInfo{Actor: store.ActorOperator, RemoteAddr: remoteHost(r)})
+		switch {
+		case errors.Is(err, store.ErrAlreadyClaimed):
+			s.metrics.claims.WithLabelValues("already_completed").Inc()
+		case err != nil:
+			s.metrics.claims.WithLabelValues("error").Inc()
+		default:
+			s.metrics.claims.WithLabelValues("claimed").Inc()
+		}
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		s.log.InfoContext(r.Context(), "install claimed", "generation", res.Generation,
+			"principal_id", res.Principal.ID, "remote_addr", remoteHost(r))
+		w.Header().Set("Cache-Control", "no-store")
+		writeJSON(w, http.StatusCreated, response{User: toUserJSON(res.Principal),
+			APIKey: toAPIKeyJSON(res.Key, res.Secret), Generation: res.Generation})
+	})
+}
+
+func (s *server) handleBootstrapReset() http.Handler {
+	type response struct {
+		State          string `json:"state"`
+		Generation     int64  `json:"generation"`
+		RevokedAPIKeys int64  `json:"revoked_api_keys"`
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		res, err := s.store.Reset(r.Context(), store.AuditInfo{Actor: store.ActorOperator, RemoteAddr: remoteHost(r)},
+			s.opts.ResetLimit)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		s.metrics.resets.Inc()
+		s.log.WarnContext(r.Context(), "bootstrap claim reset", "generation", res.Generation,
+			"revoked_api_keys", res.RevokedAPIKeys, "revoked_sessions", res.RevokedSessions, "remote_addr", remoteHost(r))
+		w.Header().Set("Cache-Control", "no-store")
+		writeJSON(w, http.StatusOK, response{State: string(store.StatePending), Generation: res.Generation,
+			RevokedAPIKeys: res.RevokedAPIKeys})
+	})
+}
+
+// gatePending is the gate's quick check, before any work: true when the gate is on and the
+// install is unclaimed. The binding decision is taken again in the sign-in's transaction.
+// If the state cannot be read, the sign-in goes on and its transaction decides.
+func (s *server) gatePending(r *http.Request) bool {
+	if !s.opts.Gate {
+		return false
+	}
+	b, err := s.store.Bootstrap(r.Context())
+	return err == nil && b.State == store.StatePending
+}
+
+// refusePending answers a sign-in refused by the gate: a page for browsers, JSON for clients.
+func (s *server) refusePending(w http.ResponseWriter, r *http.Request, method string) {
+	s.metrics.signinRefused.WithLabelValues(method, "bootstrap_pending").Inc()
+	if wantsHTML(r) {
+		w.Header().Set("Retry-After", "10")
+		s.renderPage(w, http.StatusServiceUnavailable, "pending.html", nil)
+		return
+	}
+	s.writeError(w, r, errBootstrapPending)
+}
+
+func remoteHost(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}

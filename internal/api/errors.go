@@ -1,0 +1,83 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/terdut-server/terdut-server/internal/store"
+)
+
+// apiError is an error meant for the client: a status, a stable code and a sentence for a person.
+type apiError struct {
+	Status     int
+	Code       string
+	Message    string
+	RetryAfter time.Duration
+}
+
+func (e *apiError) Error() string { return e.Message }
+
+func errBadRequest(code, msg string) *apiError {
+	return &apiError{Status: http.StatusBadRequest, Code: code, Message: msg}
+}
+
+var (
+	errUnauthorized = &apiError{Status: http.StatusUnauthorized, Code: "unauthorized",
+		Message: "Authentication is required: send a valid API key as a Bearer token, or sign in."}
+	errForbidden = &apiError{Status: http.StatusForbidden, Code: "forbidden",
+		Message: "You may not do this: only admins manage other users."}
+	errBootstrapPending = &apiError{Status: http.StatusServiceUnavailable, Code: "bootstrap_pending",
+		Message: "terdut-server is still being set up by its operator; try again shortly.", RetryAfter: 10 * time.Second}
+)
+
+type errorBody struct {
+	Error string `json:"error"`
+	Code  string `json:"code"`
+}
+
+// writeError is the one place an error becomes a response. Client errors say what is wrong;
+// server errors are logged with their cause and tell the client only "internal error".
+func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	e := s.classify(err)
+	if e.Status >= 500 && e.Code != "bootstrap_pending" {
+		s.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path,
+			"status", e.Status, "err", err)
+	}
+	if e.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int(e.RetryAfter.Round(time.Second).Seconds())))
+	}
+	if e.Status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="terdut-server"`)
+	}
+	writeJSON(w, e.Status, errorBody{Error: e.Message, Code: e.Code})
+}
+
+func (s *server) classify(err error) *apiError {
+	var ae *apiError
+	var rl *store.RateLimitedError
+	switch {
+	case errors.As(err, &ae):
+		return ae
+	case errors.As(err, &rl):
+		return &apiError{Status: http.StatusTooManyRequests, Code: "rate_limited",
+			Message: "Too many requests of this kind; try again later.", RetryAfter: rl.RetryAfter}
+	case errors.Is(err, store.ErrNotFound):
+		return &apiError{Status: http.StatusNotFound, Code: "not_found", Message: "No such resource."}
+	case errors.Is(err, store.ErrConflict):
+		return &apiError{Status: http.StatusConflict, Code: "conflict", Message: "That name is already taken."}
+	case errors.Is(err, store.ErrProtectedUser):
+		return &apiError{Status: http.StatusForbidden, Code: "protected_user",
+			Message: "The bootstrap principal cannot be deleted; reset the bootstrap claim instead."}
+	case errors.Is(err, store.ErrBootstrapPending):
+		return errBootstrapPending
+	case errors.Is(err, store.ErrAlreadyClaimed):
+		return &apiError{Status: http.StatusForbidden, Code: "bootstrap_already_completed",
+			Message: "This install has already been claimed. Its operator can reopen the claim with POST /api/bootstrap/reset."}
+	case errors.Is(err, store.ErrUnavailable):
+		return &apiError{Status: http.StatusServiceUnavailable, Code: "unavailable",
+			Message: "The database is unavailable; try again shortly.", RetryAfter: 5 * time.Second}
+	}
+	return &apiError{Status: http.StatusInternalServerError, Code: "internal", Message: "internal error"}
+}

@@ -1,0 +1,36 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"time"
+)
+
+// handleHealthz is liveness: the process answers. It never touches the database.
+func handleHealthz() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+}
+
+// handleReadyz is readiness: the database answers and its schema is the one this binary
+// ships. It does not depend on the claim state.
+func (s *server) handleReadyz() http.Handler {
+	type response struct {
+		Status string `json:"status"`
+		Reason string `json:"reason,omitempty"`
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if err := s.store.Ping(ctx); err != nil {
+			writeJSON(w, http.StatusServiceUnavailable, response{Status: "unavailable", Reason: "database unreachable"})
+			return
+		}
+		if err := s.store.CheckSchema(ctx); err != nil {
+			writeJSON(w, http.StatusServiceUnavailable, response{Status: "unavailable", Reason: "database schema is not current"})
+			return
+		}
+		writeJSON(w, http.StatusOK, response{Status: "ok"})
+	})
+}

@@ -1,0 +1,129 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/terdut-server/terdut-server/internal/store"
+)
+
+var errBadCredentials = &apiError{Status: http.StatusUnauthorized, Code: "invalid_credentials",
+	Message: "Wrong username or password."}
+
+type loginRequest struct {
+	Username string `json:"username"`
+	Password string `json:"password"`
+}
+
+// handleLogin signs a person in with a password. JSON clients get the user and a cookie;
+// the /login page's form gets a redirect to / (or the page again, with the error).
+func (s *server) handleLogin() http.Handler {
+	type response struct {
+		User userJSON `json:"user"`
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		form := isFormPost(r)
+		fail := func(err error) {
+			if form {
+				s.renderLogin(w, r, s.classify(err))
+				return
+			}
+			s.writeError(w, r, err)
+		}
+		if err := s.crossOrigin.Check(r); err != nil {
+			fail(&apiError{Status: http.StatusForbidden, Code: "cross_origin", Message: "Sign in from this site's own page."})
+			return
+		}
+		if !s.opts.PasswordLogin {
+			fail(&apiError{Status: http.StatusForbidden, Code: "password_login_disabled",
+				Message: "Password sign-in is turned off on this server; use single sign-on."})
+			return
+		}
+		if s.gatePending(r) {
+			s.refusePending(w, r, "password")
+			return
+		}
+		req, err := readLogin(w, r, form)
+		if err != nil {
+			fail(err)
+			return
+		}
+		u, hash, err := s.store.UserByUsername(r.Context(), req.Username)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			fail(err)
+			return
+		}
+		if u.Kind == store.KindService {
+			hash = "" // machine users never sign in interactively
+		}
+		if !s.passwords.Check(hash, req.Password) {
+			s.metrics.signinRefused.WithLabelValues("password", "invalid_credentials").Inc()
+			fail(errBadCredentials)
+			return
+		}
+		sess, err := s.store.CreateSession(r.Context(), u.ID, s.opts.SessionTTL, store.Gate(s.opts.Gate))
+		if errors.Is(err, store.ErrBootstrapPending) {
+			s.refusePending(w, r, "password")
+			return
+		}
+		if err != nil {
+			fail(err)
+			return
+		}
+		s.setSessionCookie(w, sess)
+		s.metrics.signins.WithLabelValues("password").Inc()
+		if form {
+			http.Redirect(w, r, "/", http.StatusSeeOther)
+			return
+		}
+		writeJSON(w, http.StatusOK, response{User: toUserJSON(u)})
+	})
+}
+
+func isFormPost(r *http.Request) bool {
+	return strings.HasPrefix(r.Header.Get("Content-Type"), "application/x-www-form-urlencoded")
+}
+
+func readLogin(w http.ResponseWriter, r *http.Request, form bool) (loginRequest, error) {
+	if !form {
+		return decodeJSON[loginRequest](w, r)
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxBodyBytes)
+	if err := r.ParseForm(); err != nil {
+		return loginRequest{}, errBadRequest("invalid_form", "The form could not be read.")
+	}
+	return loginRequest{Username: r.PostForm.Get("username"), Password: r.PostForm.Get("password")}, nil
+}
+
+func (s *server) handleLogout() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := s.crossOrigin.Check(r); err != nil {
+			s.writeError(w, r, &apiError{Status: http.StatusForbidden, Code: "cross_origin",
+				Message: "Cross-site requests may not change anything here."})
+			return
+		}
+		if c, err := r.Cookie(sessionCookie); err == nil && isSecret(c.Value) {
+			if err := s.store.EndSession(r.Context(), c.Value); err != nil {
+				s.writeError(w, r, err)
+				return
+			}
+		}
+		http.SetCookie(w, s.cookie("", -1))
+		if isFormPost(r) {
+			http.Redirect(w, r, "/login", http.StatusSeeOther)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+}
+
+func (s *server) setSessionCookie(w http.ResponseWriter, sess store.Session) {
+	http.SetCookie(w, s.cookie(sess.Token, int(time.Until(sess.ExpiresAt).Seconds())))
+}
+
+func (s *server) cookie(value string, maxAge int) *http.Cookie {
+	return &http.Cookie{Name: sessionCookie, Value: value, Path: "/", MaxAge: maxAge,
+		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: s.opts.PublicURL.Scheme == "https"}
+}

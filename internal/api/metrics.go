@@ -1,0 +1,94 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/terdut-server/terdut-server/internal/store"
+)
+
+// metrics are the server's Prometheus series. Labels are route patterns and fixed reasons,
+// never raw paths or anything a client sent.
+type metrics struct {
+	requests             *prometheus.CounterVec
+	durations            *prometheus.HistogramVec
+	signins              *prometheus.CounterVec
+	signinRefused        *prometheus.CounterVec
+	claims               *prometheus.CounterVec
+	resets               prometheus.Counter
+	operatorAuthFailures prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer, st Store) *metrics {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "terdut_http_requests_total",
+			Help: "HTTP requests by route pattern, method and status."}, []string{"route", "method", "status"}),
+		durations: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "terdut_http_request_duration_seconds",
+			Help: "HTTP request durations by route pattern.", Buckets: prometheus.DefBuckets}, []string{"route", "method"}),
+		signins: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "terdut_signins_total",
+			Help: "Successful sign-ins by method."}, []string{"method"}),
+		signinRefused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "terdut_signins_refused_total",
+			Help: "Refused sign-ins by method and reason."}, []string{"method", "reason"}),
+		claims: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "terdut_bootstrap_claims_total",
+			Help: "Bootstrap claims by outcome."}, []string{"outcome"}),
+		resets: prometheus.NewCounter(prometheus.CounterOpts{Name: "terdut_bootstrap_resets_total",
+			Help: "Bootstrap resets over the API."}),
+		operatorAuthFailures: prometheus.NewCounter(prometheus.CounterOpts{Name: "terdut_operator_token_failures_total",
+			Help: "Requests to operator endpoints with a missing or wrong operator token."}),
+	}
+	state := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "terdut_bootstrap_pending",
+		Help: "1 while the install is unclaimed, 0 once claimed, -1 when the database cannot be read."},
+		func() float64 {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			b, err := st.Bootstrap(ctx)
+			switch {
+			case err != nil:
+				return -1
+			case b.State == store.StatePending:
+				return 1
+			}
+			return 0
+		})
+	reg.MustRegister(m.requests, m.durations, m.signins, m.signinRefused, m.claims, m.resets,
+		m.operatorAuthFailures, state)
+	return m
+}
+
+// instrument counts and times every request under its chi route pattern.
+func (m *metrics) instrument(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		next.ServeHTTP(sw, r)
+		route := "unmatched"
+		if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
+			route = rc.RoutePattern()
+		}
+		method := r.Method
+		switch method {
+		case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodPatch, http.MethodOptions:
+		default:
+			method = "other"
+		}
+		m.requests.WithLabelValues(route, method, strconv.Itoa(sw.status)).Inc()
+		m.durations.WithLabelValues(route, method).Observe(time.Since(start).Seconds())
+	})
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.status = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

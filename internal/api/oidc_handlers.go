@@ -1,0 +1,216 @@
+package api
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"net/http"
+	"regexp"
+	"slices"
+	"strings"
+
+	"golang.org/x/oauth2"
+
+	"github.com/terdut-server/terdut-server/internal/store"
+)
+
+// stateCookie binds a sign-in's state to the browser that started it (against login CSRF).
+const stateCookie = "terdut_oidc_state"
+
+var (
+	errSSONotConfigured = &apiError{Status: http.StatusNotFound, Code: "sso_not_configured",
+		Message: "Single sign-on is not configured on this server."}
+	errInvalidState = errBadRequest("invalid_state",
+		"This sign-in link is invalid, expired or already used, or was started in another browser; start again.")
+	errTokenRejected = &apiError{Status: http.StatusUnauthorized, Code: "invalid_id_token",
+		Message: "The sign-in provider's answer could not be verified; start again."}
+	errGroupNotAllowed = &apiError{Status: http.StatusForbidden, Code: "group_not_allowed",
+		Message: "Your account is not in a group allowed to use terdut-server."}
+	loginHintPattern = regexp.MustCompile(`^[A-Za-z0-9._@+-]{1,128}$`)
+)
+
+func (s *server) handleOIDCLogin() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.oidc == nil {
+			s.fail(w, r, errSSONotConfigured)
+			return
+		}
+		if s.gatePending(r) {
+			s.refusePending(w, r, "oidc")
+			return
+		}
+		oauth, _, err := s.oidc.get(r.Context())
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		state, login := randomString(32), store.OIDCLogin{Nonce: randomString(32), CodeVerifier: oauth2.GenerateVerifier()}
+		if err := s.store.SaveOIDCLogin(r.Context(), state, login, oidcLoginTTL); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		http.SetCookie(w, &http.Cookie{Name: stateCookie, Value: state, Path: "/auth/oidc", MaxAge: int(oidcLoginTTL.Seconds()),
+			HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: s.opts.PublicURL.Scheme == "https"})
+		opts := []oauth2.AuthCodeOption{oauth2.S256ChallengeOption(login.CodeVerifier), oauth2.SetAuthURLParam("nonce", login.Nonce)}
+		if hint := r.URL.Query().Get("login_hint"); loginHintPattern.MatchString(hint) {
+			opts = append(opts, oauth2.SetAuthURLParam("login_hint", hint))
+		}
+		http.Redirect(w, r, oauth.AuthCodeURL(state, opts...), http.StatusFound)
+	})
+}
+
+func (s *server) handleOIDCCallback() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.oidc == nil {
+			s.fail(w, r, errSSONotConfigured)
+			return
+		}
+		if s.gatePending(r) {
+			s.refusePending(w, r, "oidc")
+			return
+		}
+		id, err := s.finishOIDC(w, r)
+		if err != nil {
+			s.metrics.signinRefused.WithLabelValues("oidc", s.classify(err).Code).Inc()
+			s.fail(w, r, err)
+			return
+		}
+		_, sess, created, err := s.store.SignInSSO(r.Context(), id, s.opts.SessionTTL, store.Gate(s.opts.Gate))
+		if errors.Is(err, store.ErrBootstrapPending) {
+			s.refusePending(w, r, "oidc")
+			return
+		}
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		if created {
+			s.log.InfoContext(r.Context(), "user provisioned by single sign-on", "user_id", sess.UserID, "role", id.Role)
+		}
+		s.setSessionCookie(w, sess)
+		s.metrics.signins.WithLabelValues("oidc").Inc()
+		http.Redirect(w, r, "/", http.StatusSeeOther)
+	})
+}
+
+// finishOIDC checks the callback against the sign-in it finishes and returns the verified
+// identity. It creates nothing.
+func (s *server) finishOIDC(w http.ResponseWriter, r *http.Request) (store.SSOIdentity, error) {
+	q := r.URL.Query()
+	state := q.Get("state")
+	c, err := r.Cookie(stateCookie)
+	if state == "" || len(state) > 128 || err != nil || subtle.ConstantTimeCompare([]byte(c.Value), []byte(state)) != 1 {
+		return store.SSOIdentity{}, errInvalidState
+	}
+	http.SetCookie(w, &http.Cookie{Name: stateCookie, Path: "/auth/oidc", MaxAge: -1, HttpOnly: true})
+	login, err := s.store.TakeOIDCLogin(r.Context(), state)
+	if errors.Is(err, store.ErrNotFound) {
+		return store.SSOIdentity{}, errInvalidState
+	}
+	if err != nil {
+		return store.SSOIdentity{}, err
+	}
+	if e := q.Get("error"); e != "" {
+		return store.SSOIdentity{}, &apiError{Status: http.StatusUnauthorized, Code: "sso_provider_error",
+			Message: "The sign-in provider did not sign you in (" + safeErrorCode(e) + ")."}
+	}
+	code := q.Get("code")
+	if code == "" || len(code) > 2048 {
+		return store.SSOIdentity{}, errBadRequest("missing_code", "The sign-in provider sent no authorization code.")
+	}
+	oauth, verifier, err := s.oidc.get(r.Context())
+	if err != nil {
+		return store.SSOIdentity{}, err
+	}
+	tok, err := oauth.Exchange(s.oidc.exchangeContext(r.Context()), code, oauth2.VerifierOption(login.CodeVerifier))
+	if err != nil {
+		s.log.WarnContext(r.Context(), "OIDC code exchange failed", "err", err)
+		return store.SSOIdentity{}, &apiError{Status: http.StatusUnauthorized, Code: "sso_exchange_failed",
+			Message: "The sign-in provider did not accept the authorization code; start again."}
+	}
+	raw, _ := tok.Extra("id_token").(string)
+	idt, err := verifier.Verify(r.Context(), raw)
+	if err != nil {
+		s.log.WarnContext(r.Context(), "OIDC ID token rejected", "err", err)
+		return store.SSOIdentity{}, errTokenRejected
+	}
+	if subtle.ConstantTimeCompare([]byte(idt.Nonce), []byte(login.Nonce)) != 1 {
+		s.log.WarnContext(r.Context(), "OIDC ID token rejected", "err", "nonce mismatch")
+		return store.SSOIdentity{}, errTokenRejected
+	}
+	return s.identityFrom(idt.Issuer, idt.Subject, idt.Claims)
+}
+
+// safeErrorCode passes on a provider's error code only if it looks like one.
+func safeErrorCode(e string) string {
+	if len(e) <= 64 && strings.Trim(e, "abcdefghijklmnopqrstuvwxyz_") == "" {
+		return e
+	}
+	return "unknown error"
+}
+
+// identityFrom applies the group rules to the token's claims and proposes usernames.
+func (s *server) identityFrom(issuer, subject string, claimsOf func(any) error) (store.SSOIdentity, error) {
+	var claims map[string]any
+	if err := claimsOf(&claims); err != nil {
+		return store.SSOIdentity{}, errTokenRejected
+	}
+	groups := stringsClaim(claims[s.oidc.opts.GroupsClaim])
+	if len(s.oidc.opts.AllowedGroups) > 0 && !intersects(groups, s.oidc.opts.AllowedGroups) {
+		return store.SSOIdentity{}, errGroupNotAllowed
+	}
+	role := store.RoleMember
+	if intersects(groups, s.oidc.opts.AdminGroups) {
+		role = store.RoleAdmin
+	}
+	email, _ := claims["email"].(string)
+	if validateEmail(email) != nil {
+		email = ""
+	}
+	preferred, _ := claims["preferred_username"].(string)
+	var names []string
+	for _, n := range []string{sanitizeUsername(preferred), sanitizeUsername(email)} {
+		if n != "" && !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	sum := sha256.Sum256([]byte(issuer + "\x00" + subject))
+	names = append(names, "user-"+hex.EncodeToString(sum[:4]))
+	return store.SSOIdentity{Issuer: issuer, Subject: subject, Email: email, Usernames: names, Role: role}, nil
+}
+
+func stringsClaim(v any) []string {
+	switch v := v.(type) {
+	case string:
+		return []string{v}
+	case []any:
+		out := make([]string, 0, len(v))
+		for _, g := range v {
+			if s, ok := g.(string); ok {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	return nil
+}
+
+func intersects(a, b []string) bool {
+	return slices.ContainsFunc(a, func(x string) bool { return slices.Contains(b, x) })
+}
+
+// sanitizeUsername turns a claim into a valid username, or "" when too little of it is usable.
+func sanitizeUsername(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s) && b.Len() < 64; i++ {
+		if c := s[i]; isAlnum(c) || c == '.' || c == '_' || c == '-' || c == '@' {
+			b.WriteByte(c)
+		}
+	}
+	out := strings.TrimLeft(b.String(), "._-@")
+	if out == "" || validateUsername(out) != nil {
+		return ""
+	}
+	return out
+}

@@ -1,0 +1,96 @@
+package api
+
+import (
+	"bytes"
+	"embed"
+	"html/template"
+	"net/http"
+	"strings"
+
+	"github.com/terdut-server/terdut-server/internal/store"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+var templates = template.Must(template.ParseFS(templateFS, "templates/*.html"))
+
+// pageData is what every page template sees.
+type pageData struct {
+	Title    string
+	Error    string
+	SSO      bool
+	Password bool
+	User     store.User
+}
+
+var pageTitles = map[string]string{
+	"login.html":   "Sign in",
+	"pending.html": "terdut-server is being set up",
+	"home.html":    "terdut-server",
+	"error.html":   "Sign-in failed",
+}
+
+// wantsHTML reports whether the client is a browser asking for a page.
+func wantsHTML(r *http.Request) bool {
+	return strings.Contains(r.Header.Get("Accept"), "text/html")
+}
+
+// renderPage renders a template into a buffer first, so a template error never sends half a page.
+func (s *server) renderPage(w http.ResponseWriter, status int, name string, data *pageData) {
+	if data == nil {
+		data = &pageData{}
+	}
+	data.Title = pageTitles[name]
+	var buf bytes.Buffer
+	if err := templates.ExecuteTemplate(&buf, name, data); err != nil {
+		s.log.Error("render page", "page", name, "err", err)
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'")
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// fail answers an error as a page for browsers and as JSON for API clients.
+func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	if !wantsHTML(r) {
+		s.writeError(w, r, err)
+		return
+	}
+	e := s.classify(err)
+	if e.Status >= 500 {
+		s.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	s.renderPage(w, e.Status, "error.html", &pageData{Error: e.Message})
+}
+
+func (s *server) renderLogin(w http.ResponseWriter, r *http.Request, e *apiError) {
+	data := &pageData{SSO: s.oidc != nil, Password: s.opts.PasswordLogin}
+	status := http.StatusOK
+	if e != nil {
+		data.Error, status = e.Message, e.Status
+	}
+	s.renderPage(w, status, "login.html", data)
+}
+
+func (s *server) handleLoginPage() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.renderLogin(w, r, nil)
+	})
+}
+
+// handleHome shows who is signed in, or sends the browser to /login.
+func (s *server) handleHome() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, err := s.authenticate(r)
+		if err != nil {
+			http.Redirect(w, r, "/login", http.StatusSeeOther)
+			return
+		}
+		s.renderPage(w, http.StatusOK, "home.html", &pageData{User: p.User})
+	})
+}

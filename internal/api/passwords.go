@@ -1,0 +1,107 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/terdut-server/terdut-server/internal/store"
+)
+
+// Passwords hashes and checks passwords with bcrypt at a fixed cost.
+type Passwords struct {
+	cost  int
+	dummy []byte // a hash to check against when the user does not exist, so timing says nothing
+}
+
+// NewPasswords returns a hasher at the given bcrypt cost (bcrypt.DefaultCost when 0).
+func NewPasswords(cost int) (*Passwords, error) {
+	if cost == 0 {
+		cost = bcrypt.DefaultCost
+	}
+	dummy, err := bcrypt.GenerateFromPassword([]byte("terdut-server dummy password"), cost)
+	if err != nil {
+		return nil, err
+	}
+	return &Passwords{cost: cost, dummy: dummy}, nil
+}
+
+// Hash returns the bcrypt hash of password.
+func (p *Passwords) Hash(password string) (string, error) {
+	h, err := bcrypt.GenerateFromPassword([]byte(password), p.cost)
+	return string(h), err
+}
+
+// Check reports whether password matches hash. An empty hash (no user, or no password)
+// is checked against a dummy so that the answer takes as long either way.
+func (p *Passwords) Check(hash, password string) bool {
+	if hash == "" {
+		_ = bcrypt.CompareHashAndPassword(p.dummy, []byte(password))
+		return false
+	}
+	return bcrypt.CompareHashAndPassword([]byte(hash), []byte(password)) == nil
+}
+
+func validatePassword(pw string) error {
+	if len(pw) < 8 || len(pw) > 72 {
+		return errBadRequest("invalid_password", "A password is 8 to 72 bytes long.")
+	}
+	return nil
+}
+
+func (s *server) handlePasswordSet() http.Handler {
+	type request struct {
+		Password        string `json:"password"`
+		CurrentPassword string `json:"current_password"`
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id, _ := pathID(r, "id")
+		caller := principalFrom(r.Context())
+		req, err := decodeJSON[request](w, r)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		if err := validatePassword(req.Password); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		target, err := s.store.User(r.Context(), id)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		if target.Kind == store.KindService {
+			s.writeError(w, r, &apiError{Status: http.StatusForbidden, Code: "service_user",
+				Message: "Machine users have no password; they act only through API keys."})
+			return
+		}
+		if caller.User.ID == id && target.HasPassword {
+			current, err := s.store.PasswordHash(r.Context(), id)
+			if err != nil && !errors.Is(err, store.ErrNotFound) {
+				s.writeError(w, r, err)
+				return
+			}
+			if !s.passwords.Check(current, req.CurrentPassword) {
+				s.writeError(w, r, &apiError{Status: http.StatusForbidden, Code: "wrong_current_password",
+					Message: "To change your own password, send your current password as current_password."})
+				return
+			}
+		}
+		hash, err := s.passwords.Hash(req.Password)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		keep := ""
+		if caller.User.ID == id {
+			keep = caller.SessionToken
+		}
+		if err := s.store.SetPasswordHash(r.Context(), id, hash, keep); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+}

@@ -1,0 +1,95 @@
+// Package api is terdut-server's HTTP interface: the JSON API, sign-in, the bootstrap
+// endpoints and the few pages a browser needs. It depends on the store only through the
+// small Store interface below.
+package api
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/terdut-server/terdut-server/internal/optoken"
+	"github.com/terdut-server/terdut-server/internal/store"
+)
+
+// Store is what the API needs of the database.
+type Store interface {
+	Ping(ctx context.Context) error
+	CheckSchema(ctx context.Context) error
+
+	CreateUser(ctx context.Context, nu store.NewUser) (store.User, error)
+	User(ctx context.Context, id int64) (store.User, error)
+	Users(ctx context.Context) ([]store.User, error)
+	DeleteUser(ctx context.Context, id int64) error
+	UserByUsername(ctx context.Context, username string) (store.User, string, error)
+	PasswordHash(ctx context.Context, id int64) (string, error)
+	SetPasswordHash(ctx context.Context, id int64, hash, keepSession string) error
+
+	CreateAPIKey(ctx context.Context, userID int64, name string) (store.APIKey, string, error)
+	APIKeys(ctx context.Context, userID int64) ([]store.APIKey, error)
+	RevokeAPIKey(ctx context.Context, userID, keyID int64) error
+	AuthenticateAPIKey(ctx context.Context, secret string) (store.User, error)
+
+	CreateSession(ctx context.Context, userID int64, ttl time.Duration, gate store.Gate) (store.Session, error)
+	AuthenticateSession(ctx context.Context, token string) (store.User, error)
+	EndSession(ctx context.Context, token string) error
+
+	SaveOIDCLogin(ctx context.Context, state string, l store.OIDCLogin, ttl time.Duration) error
+	TakeOIDCLogin(ctx context.Context, state string) (store.OIDCLogin, error)
+	SignInSSO(ctx context.Context, id store.SSOIdentity, ttl time.Duration, gate store.Gate) (store.User, store.Session, bool, error)
+
+	Bootstrap(ctx context.Context) (store.BootstrapStatus, error)
+	Claim(ctx context.Context, who store.AuditInfo) (store.ClaimResult, error)
+	Reset(ctx context.Context, who store.AuditInfo, limit store.RateLimit) (store.ResetResult, error)
+}
+
+// Options configures the API.
+type Options struct {
+	PublicURL      *url.URL        // where people reach the server; its scheme decides Secure cookies
+	Gate           bool            // refuse sign-in while the install is unclaimed
+	PasswordLogin  bool            // allow POST /api/auth/login
+	SessionTTL     time.Duration   // how long a sign-in lasts
+	OperatorTokens *optoken.Source // nil: none configured
+	ResetLimit     store.RateLimit // resets over the API, across all replicas
+	OIDC           *OIDCOptions    // nil: single sign-on off
+	Passwords      *Passwords
+	Logger         *slog.Logger
+	Registry       prometheus.Registerer
+	Gatherer       prometheus.Gatherer
+}
+
+type server struct {
+	store       Store
+	opts        Options
+	log         *slog.Logger
+	metrics     *metrics
+	oidc        *oidcClient
+	passwords   *Passwords
+	crossOrigin *http.CrossOriginProtection
+}
+
+// NewServer returns the HTTP handler for every endpoint (see routes.go).
+func NewServer(st Store, opts Options) http.Handler {
+	s := &server{store: st, opts: opts, log: opts.Logger, passwords: opts.Passwords,
+		crossOrigin: http.NewCrossOriginProtection()}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if opts.SessionTTL == 0 {
+		s.opts.SessionTTL = 12 * time.Hour
+	}
+	if opts.Registry == nil {
+		reg := prometheus.NewRegistry()
+		s.opts.Registry, s.opts.Gatherer = reg, reg
+	}
+	s.metrics = newMetrics(s.opts.Registry, st)
+	if opts.OIDC != nil && opts.OIDC.Issuer != "" {
+		redirect := opts.PublicURL.JoinPath("/auth/oidc/callback").String()
+		s.oidc = newOIDCClient(*opts.OIDC, redirect)
+	}
+	return s.routes()
+}

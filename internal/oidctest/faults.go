@@ -1,0 +1,70 @@
+package oidctest
+
+// faults holds the one-shot faults armed for upcoming requests.
+type faults struct {
+	authorizeError *authorizeError
+	tokenOverride  func(claims map[string]any)
+	foreignKey     bool
+}
+
+// authorizeError is an error response for the authorization endpoint.
+type authorizeError struct {
+	code, description string
+}
+
+// tokenFaults are the faults a single token response is issued with.
+type tokenFaults struct {
+	override   func(claims map[string]any)
+	foreignKey bool
+}
+
+// NextAuthorizeError makes the next valid authorization request redirect back
+// with error=code, error_description=description and the request's state
+// instead of a code, as if the user had refused (use code "access_denied").
+func (p *Provider) NextAuthorizeError(code, description string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.faults.authorizeError = &authorizeError{code: code, description: description}
+}
+
+// NextTokenOverride makes the next successful token response call mutate on
+// the ID token's claims just before signing. mutate may change or delete any
+// claim (aud, exp, iss, nonce, ...); numeric dates are int64 Unix seconds.
+// A later call replaces an override that has not been consumed yet.
+func (p *Provider) NextTokenOverride(mutate func(claims map[string]any)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.faults.tokenOverride = mutate
+}
+
+// NextSignWithForeignKey makes the next successful token response sign its ID
+// token with an RSA key that is not in the JWKS, under the published key ID,
+// so that signature verification fails.
+func (p *Provider) NextSignWithForeignKey() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.faults.foreignKey = true
+}
+
+// takeAuthorizeError consumes the armed authorization error, if any.
+func (p *Provider) takeAuthorizeError() (authorizeError, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e := p.faults.authorizeError
+	p.faults.authorizeError = nil
+	if e == nil {
+		return authorizeError{}, false
+	}
+	return *e, true
+}
+
+// takeTokenFaults consumes the faults armed for the next token response and
+// returns them with the current groups claim name.
+func (p *Provider) takeTokenFaults() (tokenFaults, string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	f := tokenFaults{override: p.faults.tokenOverride, foreignKey: p.faults.foreignKey}
+	p.faults.tokenOverride = nil
+	p.faults.foreignKey = false
+	return f, p.groupsClaim
+}

@@ -1,0 +1,166 @@
+// Package oidctest runs a real, in-process OpenID Connect provider for tests.
+//
+// The provider serves discovery, a JWKS, and the authorization and token
+// endpoints of the authorization code flow with PKCE (S256). ID tokens are
+// RS256 JWTs signed with a per-provider RSA key, so relying parties can be
+// exercised with their production OIDC client libraries instead of mocks.
+//
+// Every valid authorization request is approved immediately, without a login
+// form, for the user named by its login_hint parameter (see [Provider.AddUser])
+// or else for the default user (see [Provider.SetUser]).
+//
+// Fault injection ([Provider.NextAuthorizeError], [Provider.NextTokenOverride],
+// [Provider.NextSignWithForeignKey]) is one-shot: each fault is consumed by the
+// next request it applies to, whichever flow that request belongs to. Tests
+// that inject faults should not share their provider with concurrent flows.
+package oidctest
+
+import (
+	"crypto/rand"
+	"crypto/rsa"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+// User is an identity the provider signs in.
+type User struct {
+	// Subject is the sub claim and the value login_hint selects the user by.
+	Subject string
+	// Email is the email claim; email_verified is always true unless overridden.
+	Email string
+	// PreferredUsername is the preferred_username claim.
+	PreferredUsername string
+	// Name is the name claim.
+	Name string
+	// Groups is the value of the groups claim (see [Provider.SetGroupsClaim]).
+	Groups []string
+	// ExtraClaims are added to the ID token last and may override any claim.
+	ExtraClaims map[string]any
+}
+
+// Provider is an OpenID provider backed by an httptest.Server. All of its
+// methods are safe for concurrent use.
+type Provider struct {
+	// ClientID is the only client the provider accepts. Read-only.
+	ClientID string
+	// ClientSecret is that client's secret, random per provider. Read-only.
+	ClientSecret string
+
+	srv        *httptest.Server
+	issuer     string
+	key        *rsa.PrivateKey
+	keyID      string
+	foreignKey func() (*rsa.PrivateKey, error)
+
+	mu          sync.Mutex
+	defaultUser User
+	users       map[string]User
+	groupsClaim string
+	grants      map[string]grant // pending authorization codes
+	faults      faults
+
+	authorizeRequests atomic.Int64
+	tokenRequests     atomic.Int64
+	tokensIssued      atomic.Int64
+}
+
+// NewProvider starts a provider whose server is closed when tb's test ends.
+// Its default user is "alice" (subject "alice", groups ["users"]).
+func NewProvider(tb testing.TB) *Provider {
+	tb.Helper()
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		tb.Fatalf("oidctest: generating signing key: %v", err)
+	}
+	p := &Provider{
+		ClientID:     "oidctest-client",
+		ClientSecret: rand.Text(),
+		key:          key,
+		keyID:        rand.Text(),
+		foreignKey: sync.OnceValues(func() (*rsa.PrivateKey, error) {
+			return rsa.GenerateKey(rand.Reader, 2048)
+		}),
+		defaultUser: User{
+			Subject:           "alice",
+			Email:             "alice@example.test",
+			PreferredUsername: "alice",
+			Name:              "Alice Example",
+			Groups:            []string{"users"},
+		},
+		users:       make(map[string]User),
+		groupsClaim: "groups",
+		grants:      make(map[string]grant),
+	}
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /.well-known/openid-configuration", p.handleDiscovery)
+	mux.HandleFunc("GET /jwks", p.handleJWKS)
+	mux.HandleFunc("GET /authorize", p.handleAuthorize)
+	mux.HandleFunc("POST /authorize", p.handleAuthorize)
+	mux.HandleFunc("POST /token", p.handleToken)
+	p.srv = httptest.NewUnstartedServer(mux)
+	p.srv.Start()
+	p.issuer = p.srv.URL
+	tb.Cleanup(p.srv.Close)
+	return p
+}
+
+// Issuer returns the issuer identifier, which is also the discovery base URL.
+func (p *Provider) Issuer() string { return p.issuer }
+
+// URL returns the base URL of the provider's server; it equals [Provider.Issuer].
+func (p *Provider) URL() string { return p.issuer }
+
+// SetUser sets the default user, used when a request has no known login_hint.
+func (p *Provider) SetUser(u User) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.defaultUser = u.clone()
+}
+
+// AddUser registers u so that authorization requests carrying
+// login_hint=u.Subject sign in as u. Adding a subject again replaces it.
+func (p *Provider) AddUser(u User) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.users[u.Subject] = u.clone()
+}
+
+// SetGroupsClaim sets the name of the claim carrying [User.Groups]
+// (default "groups") in ID tokens issued from now on.
+func (p *Provider) SetGroupsClaim(name string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.groupsClaim = name
+}
+
+// AuthorizeRequests returns how many /authorize requests were received.
+func (p *Provider) AuthorizeRequests() int64 { return p.authorizeRequests.Load() }
+
+// TokenRequests returns how many /token requests were received, failed ones included.
+func (p *Provider) TokenRequests() int64 { return p.tokenRequests.Load() }
+
+// TokensIssued returns how many token responses were issued successfully.
+func (p *Provider) TokensIssued() int64 { return p.tokensIssued.Load() }
+
+// userFor returns the user registered under loginHint, or the default user.
+// The caller must hold p.mu.
+func (p *Provider) userFor(loginHint string) User {
+	if u, ok := p.users[loginHint]; ok && loginHint != "" {
+		return u
+	}
+	return p.defaultUser
+}
+
+// clone returns a copy of u that shares no slices or maps with it.
+func (u User) clone() User {
+	c := u
+	c.Groups = slices.Clone(u.Groups)
+	c.ExtraClaims = maps.Clone(u.ExtraClaims)
+	return c
+}

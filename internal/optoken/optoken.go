@@ -1,0 +1,136 @@
+// Package optoken holds the operator token: the secret that proves a caller is the operator
+// that owns this install. Tokens come from a file, one a line, re-read on every check so that
+// a rotated Kubernetes Secret takes effect without a restart.
+package optoken
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+)
+
+// MinLength is the shortest token accepted.
+const MinLength = 32
+
+// maxFileBytes bounds the token file; a larger one is refused rather than read.
+const maxFileBytes = 64 << 10
+
+// Parse reads tokens from a token file's content: one a line, blank lines and lines
+// starting with # ignored, surrounding white space trimmed. It fails when a token is shorter
+// than MinLength or holds white space or control characters, naming the line but never the
+// token, and when there is no token at all.
+func Parse(content []byte) ([]string, error) {
+	if len(content) > maxFileBytes {
+		return nil, fmt.Errorf("the file is larger than %d bytes", maxFileBytes)
+	}
+	var tokens []string
+	sc := bufio.NewScanner(bytes.NewReader(content))
+	sc.Buffer(make([]byte, 0, 4096), maxFileBytes)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if len(line) < MinLength {
+			return nil, fmt.Errorf("line %d: a token must be at least %d characters (this one has %d)", n, MinLength, len(line))
+		}
+		if strings.IndexFunc(line, func(r rune) bool { return r <= ' ' || r == 0x7f }) >= 0 {
+			return nil, fmt.Errorf("line %d: a token may not contain spaces or control characters", n)
+		}
+		tokens = append(tokens, line)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read tokens: %w", err)
+	}
+	if len(tokens) == 0 {
+		return nil, errors.New("the file holds no token")
+	}
+	return tokens, nil
+}
+
+// Source is the set of operator tokens from a file. The zero of *Source (nil) means no
+// token is configured. It is safe for concurrent use.
+type Source struct {
+	path string
+	log  *slog.Logger
+
+	mu      sync.Mutex
+	digests [][sha256.Size]byte
+	lastErr string
+}
+
+// Load reads the token file at path, failing when it cannot be read or parsed, so that a
+// server with a bad token file refuses to start and says why.
+func Load(path string, log *slog.Logger) (*Source, error) {
+	s := &Source{path: path, log: log}
+	if err := s.reload(); err != nil {
+		return nil, fmt.Errorf("operator token file %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// Configured reports whether any operator token is configured.
+func (s *Source) Configured() bool { return s != nil }
+
+// Check reports whether token is one of the operator tokens. It first re-reads the file;
+// if the file has become unreadable or invalid, the last good tokens stay in force and the
+// problem is logged once. The comparison takes the same time whichever token matches, and
+// whether any does.
+func (s *Source) Check(token string) bool {
+	if s == nil {
+		return false
+	}
+	if err := s.reload(); err != nil {
+		s.mu.Lock()
+		if msg := err.Error(); msg != s.lastErr {
+			s.lastErr = msg
+			s.log.Error("operator token file is invalid; keeping the tokens read before", "path", s.path, "err", err)
+		}
+		s.mu.Unlock()
+	}
+	got := sha256.Sum256([]byte(token))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	match := 0
+	for _, d := range s.digests {
+		match |= subtle.ConstantTimeCompare(got[:], d[:])
+	}
+	return match == 1
+}
+
+func (s *Source) reload() error {
+	content, err := readLimited(s.path)
+	if err != nil {
+		return err
+	}
+	tokens, err := Parse(content)
+	if err != nil {
+		return err
+	}
+	digests := make([][sha256.Size]byte, len(tokens))
+	for i, t := range tokens {
+		digests[i] = sha256.Sum256([]byte(t))
+	}
+	s.mu.Lock()
+	s.digests = digests
+	s.lastErr = ""
+	s.mu.Unlock()
+	return nil
+}
+
+func readLimited(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, maxFileBytes+1))
+}

@@ -1,0 +1,108 @@
+// Package pgtest gives every test package its own PostgreSQL databases.
+//
+// Call Main from TestMain with the migration function of the schema under
+// test. Main finds a server, creates a uniquely named template database,
+// migrates it once and runs the tests; each test then gets a fresh, migrated
+// database in milliseconds from MustDatabase:
+//
+//	func TestMain(m *testing.M) { pgtest.Main(m, store.Migrate) }
+//
+//	func TestSomething(t *testing.T) {
+//		url := pgtest.MustDatabase(t)
+//		...
+//	}
+//
+// The server is, in this order: the one at TERDUT_TEST_DATABASE_URL (an admin
+// URL; pgtest creates and drops its own databases there), a postgres:15-alpine
+// container when a Docker engine answers, or a throwaway cluster from the local
+// PostgreSQL binaries (see package pglocal). If none works, Main exits non-zero
+// and says why; it never skips tests.
+package pgtest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+)
+
+// EnvDatabaseURL names the environment variable holding the admin URL of an
+// existing server to use instead of starting one.
+const EnvDatabaseURL = "TERDUT_TEST_DATABASE_URL"
+
+// setupTimeout bounds finding a server, creating the template and migrating it.
+const setupTimeout = 5 * time.Minute
+
+// current is the harness set up by Main for this test binary.
+var current *harness
+
+// Main sets up the harness, runs the tests and exits with their status. Call
+// it from TestMain. migrate must apply the schema to the database at the URL
+// it is given and close every connection it opened before returning; nil
+// means no schema.
+func Main(m *testing.M, migrate func(ctx context.Context, databaseURL string) error) {
+	os.Exit(run(m, migrate))
+}
+
+func run(m *testing.M, migrate func(ctx context.Context, databaseURL string) error) int {
+	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
+	defer cancel()
+	srv, err := findServer(ctx)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	fmt.Fprintf(os.Stderr, "pgtest: using %s\n", srv.desc)
+	defer func() {
+		if err := srv.stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "pgtest: stop server: %v\n", err)
+		}
+	}()
+
+	h, err := newHarness(ctx, srv.adminURL, migrate)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "pgtest: %v\n", err)
+		return 2
+	}
+	defer h.close()
+	current = h
+	return m.Run()
+}
+
+// AdminURL returns the URL of the maintenance database ("postgres") of the
+// server in use, connected as a superuser. Tests may use it to inspect the
+// server; they must not drop databases they did not create.
+func AdminURL() string {
+	return mustHarness(nil).adminURL
+}
+
+// MustDatabase creates a fresh database with the migrated schema, drops it
+// when tb and its subtests finish, and returns its URL. It fails tb if the
+// database cannot be created.
+func MustDatabase(tb testing.TB) string {
+	tb.Helper()
+	return mustHarness(tb).mustCreate(tb, true)
+}
+
+// MustEmptyDatabase is like MustDatabase but the database has no migrations
+// applied, for testing the migrations themselves.
+func MustEmptyDatabase(tb testing.TB) string {
+	tb.Helper()
+	return mustHarness(tb).mustCreate(tb, false)
+}
+
+// mustHarness returns the harness or fails tb (panics if tb is nil) when Main
+// was not called.
+func mustHarness(tb testing.TB) *harness {
+	if current != nil {
+		return current
+	}
+	const msg = "pgtest: Main was not called; add func TestMain(m *testing.M) { pgtest.Main(m, migrate) } to the package"
+	if tb == nil {
+		panic(msg)
+	}
+	tb.Helper()
+	tb.Fatal(msg)
+	return nil
+}

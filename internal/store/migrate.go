@@ -1,0 +1,89 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
+
+	"github.com/terdut-server/terdut-server/migrations"
+)
+
+// ErrSchemaOutdated means the database schema is older than this binary; run `terdut-server migrate`.
+var ErrSchemaOutdated = errors.New("database schema is older than this terdut-server")
+
+// ErrSchemaTooNew means the database was migrated by a newer terdut-server that this binary does not know.
+var ErrSchemaTooNew = errors.New("database schema is newer than this terdut-server")
+
+func newProvider(db *sql.DB) (*goose.Provider, error) {
+	return goose.NewProvider(goose.DialectPostgres, db, migrations.FS,
+		goose.WithLogger(goose.NopLogger()))
+}
+
+func openSQL(url string) (*sql.DB, error) {
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("parse database URL: %w", redactParseError(err))
+	}
+	return stdlib.OpenDB(*cfg), nil
+}
+
+// Migrate applies every pending migration to the database at url and returns how many ran.
+// Concurrent callers (several replicas starting at once) are serialized by goose's session lock.
+func Migrate(ctx context.Context, url string) (int, error) {
+	db, err := openSQL(url)
+	if err != nil {
+		return 0, err
+	}
+	defer db.Close()
+	locker, err := lock.NewPostgresSessionLocker()
+	if err != nil {
+		return 0, fmt.Errorf("migration lock: %w", err)
+	}
+	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.FS,
+		goose.WithLogger(goose.NopLogger()), goose.WithSessionLocker(locker))
+	if err != nil {
+		return 0, fmt.Errorf("load migrations: %w", err)
+	}
+	results, err := p.Up(ctx)
+	if err != nil {
+		return len(results), wrap(err, "migrate")
+	}
+	return len(results), nil
+}
+
+// CheckSchema returns nil when the database is at exactly the version this binary ships,
+// ErrSchemaOutdated when migrations are pending, and ErrSchemaTooNew when it is ahead.
+func (s *Store) CheckSchema(ctx context.Context) error {
+	db := stdlib.OpenDBFromPool(s.pool)
+	defer db.Close()
+	p, err := newProvider(db)
+	if err != nil {
+		return fmt.Errorf("load migrations: %w", err)
+	}
+	current, err := p.GetDBVersion(ctx)
+	if err != nil {
+		return wrap(err, "read schema version")
+	}
+	sources := p.ListSources()
+	latest := sources[len(sources)-1].Version
+	switch {
+	case current < latest:
+		return fmt.Errorf("%w (at %d, want %d)", ErrSchemaOutdated, current, latest)
+	case current > latest:
+		return fmt.Errorf("%w (at %d, knows up to %d)", ErrSchemaTooNew, current, latest)
+	}
+	return nil
+}
+
+func init() {
+	// goose's package-level logger is only used by its legacy API; keep it quiet.
+	goose.SetLogger(log.New(io.Discard, "", 0))
+}

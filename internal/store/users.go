@@ -1,0 +1,166 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Role is what a user may do: admins manage everyone, members manage themselves.
+type Role string
+
+// The roles a user can have.
+const (
+	RoleAdmin  Role = "admin"
+	RoleMember Role = "member"
+)
+
+// Kind separates people from machine users such as the bootstrap principal.
+type Kind string
+
+// The kinds of user.
+const (
+	KindHuman   Kind = "human"
+	KindService Kind = "service"
+)
+
+// User is a person or machine user. Password hashes never leave the store through it.
+type User struct {
+	ID          int64
+	Username    string
+	Email       string
+	Role        Role
+	Kind        Kind
+	OIDCIssuer  string
+	OIDCSubject string
+	HasPassword bool
+	CreatedAt   time.Time
+}
+
+// NewUser is what CreateUser needs.
+type NewUser struct {
+	Username string
+	Email    string
+	Role     Role
+}
+
+const userColumns = `u.id, u.username, u.email, u.role, u.kind, coalesce(u.oidc_issuer, ''),
+	coalesce(u.oidc_subject, ''), u.password_hash IS NOT NULL, u.created_at`
+
+func scanUser(row pgx.Row) (User, error) {
+	var u User
+	err := row.Scan(&u.ID, &u.Username, &u.Email, &u.Role, &u.Kind, &u.OIDCIssuer,
+		&u.OIDCSubject, &u.HasPassword, &u.CreatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return User{}, ErrNotFound
+	}
+	return u, err
+}
+
+// CreateUser adds a human user with no password and no OIDC identity.
+// It returns ErrConflict when the username is taken.
+func (s *Store) CreateUser(ctx context.Context, nu NewUser) (User, error) {
+	if nu.Role == "" {
+		nu.Role = RoleMember
+	}
+	u, err := scanUser(s.pool.QueryRow(ctx, `
+		INSERT INTO users AS u (username, email, role, kind) VALUES ($1, $2, $3, 'human')
+		RETURNING `+userColumns, nu.Username, nu.Email, nu.Role))
+	if isUniqueViolation(err, "users_username_key") {
+		return User{}, fmt.Errorf("username %q: %w", nu.Username, ErrConflict)
+	}
+	return u, wrap(err, "create user")
+}
+
+// User returns the user with the given id, or ErrNotFound.
+func (s *Store) User(ctx context.Context, id int64) (User, error) {
+	u, err := scanUser(s.pool.QueryRow(ctx, `SELECT `+userColumns+` FROM users u WHERE u.id = $1`, id))
+	return u, wrap(err, "get user")
+}
+
+// Users lists every user, oldest first.
+func (s *Store) Users(ctx context.Context) ([]User, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+userColumns+` FROM users u ORDER BY u.id`)
+	if err != nil {
+		return nil, wrap(err, "list users")
+	}
+	users, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (User, error) { return scanUser(r) })
+	return users, wrap(err, "list users")
+}
+
+// DeleteUser removes a user with its keys and sessions. It returns ErrNotFound for an unknown
+// id and ErrProtectedUser for the bootstrap principal, which only a reset may disarm.
+func (s *Store) DeleteUser(ctx context.Context, id int64) error {
+	return s.inTx(ctx, func(tx pgx.Tx) error {
+		var protected bool
+		err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM bootstrap_state WHERE principal_id = $1)`, id).
+			Scan(&protected)
+		if err != nil {
+			return wrap(err, "delete user")
+		}
+		if protected {
+			return ErrProtectedUser
+		}
+		tag, err := tx.Exec(ctx, `DELETE FROM users WHERE id = $1`, id)
+		if err != nil {
+			return wrap(err, "delete user")
+		}
+		if tag.RowsAffected() == 0 {
+			return ErrNotFound
+		}
+		return nil
+	})
+}
+
+// SetPasswordHash stores a new password hash for the user and ends every session but keep,
+// so that a changed password locks out whoever knew the old one.
+func (s *Store) SetPasswordHash(ctx context.Context, id int64, hash string, keepSession string) error {
+	return s.inTx(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE users SET password_hash = $2 WHERE id = $1`, id, hash)
+		if err != nil {
+			return wrap(err, "set password")
+		}
+		if tag.RowsAffected() == 0 {
+			return ErrNotFound
+		}
+		_, err = tx.Exec(ctx, `UPDATE sessions SET revoked_at = now()
+			WHERE user_id = $1 AND revoked_at IS NULL AND token_hash <> $2`, id, hashToken(keepSession))
+		return wrap(err, "end other sessions")
+	})
+}
+
+// PasswordHash returns the user's password hash, or ErrNotFound when the user has none.
+func (s *Store) PasswordHash(ctx context.Context, id int64) (string, error) {
+	var hash *string
+	err := s.pool.QueryRow(ctx, `SELECT password_hash FROM users WHERE id = $1`, id).Scan(&hash)
+	if errors.Is(err, pgx.ErrNoRows) || err == nil && hash == nil {
+		return "", ErrNotFound
+	}
+	if err != nil {
+		return "", wrap(err, "get password")
+	}
+	return *hash, nil
+}
+
+// UserByUsername returns the user and password hash for a password sign-in.
+// The hash is empty when the user has none; ErrNotFound when no such user exists.
+func (s *Store) UserByUsername(ctx context.Context, username string) (User, string, error) {
+	var hash *string
+	var u User
+	err := s.pool.QueryRow(ctx, `SELECT `+userColumns+`, u.password_hash FROM users u WHERE u.username = $1`,
+		username).Scan(&u.ID, &u.Username, &u.Email, &u.Role, &u.Kind, &u.OIDCIssuer,
+		&u.OIDCSubject, &u.HasPassword, &u.CreatedAt, &hash)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return User{}, "", ErrNotFound
+	}
+	if err != nil {
+		return User{}, "", wrap(err, "find user")
+	}
+	if hash == nil {
+		return u, "", nil
+	}
+	return u, *hash, nil
+}
