@@ -70,6 +70,9 @@ type Source struct {
 // Load reads the token file at path, failing when it cannot be read or parsed, so that a
 // server with a bad token file refuses to start and says why.
 func Load(path string, log *slog.Logger) (*Source, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	s := &Source{path: path, log: log}
 	if err := s.reload(); err != nil {
 		return nil, fmt.Errorf("operator token file %s: %w", path, err)
