@@ -2,6 +2,7 @@ package apitest
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -93,4 +94,15 @@ func (s *Server) MustLogin(tb testing.TB, username, password string) *http.Cooki
 		tb.Fatalf("login %s: got %d %s, want 200 with a session cookie", username, resp.Status, resp.Body)
 	}
 	return c
+}
+
+// LoadTokenFile loads the operator token file at path, logging to log, failing the test if
+// it is invalid.
+func LoadTokenFile(tb testing.TB, path string, log *slog.Logger) *optoken.Source {
+	tb.Helper()
+	src, err := optoken.Load(path, log)
+	if err != nil {
+		tb.Fatalf("load token file: %v", err)
+	}
+	return src
 }
