@@ -33,6 +33,10 @@ type Options struct {
 	// Persistent keeps Dir on Stop and reuses it if it already holds an
 	// initialized cluster instead of running initdb again. It requires Dir.
 	Persistent bool
+	// Disposable runs a persistent cluster as fast as a throwaway one (no fsync)
+	// and ties it to this process's life: for tests that stop and restart a
+	// cluster on the same data. Its data does not survive a crash.
+	Disposable bool
 	// Logf, if set, receives progress messages.
 	Logf func(format string, args ...any)
 }

@@ -30,7 +30,7 @@ func (c *Cluster) initdb(ctx context.Context, bin string, owner *sysUser) error 
 		}
 	}
 	args := []string{"-D", c.Dir, "--auth=trust", "--username=" + Superuser, "-E", "UTF8", "--no-locale"}
-	if !c.opts.Persistent {
+	if c.throwaway() {
 		args = append(args, "--no-sync")
 	}
 	c.opts.Logf("pglocal: %s %s", bin, strings.Join(args, " "))
@@ -55,7 +55,7 @@ func (c *Cluster) start(ctx context.Context, bin string, owner *sysUser) error {
 	c.Port = port
 	args := []string{"-D", c.Dir, "-p", strconv.Itoa(port), "-k", c.runDir,
 		"-c", "listen_addresses=127.0.0.1"}
-	if !c.opts.Persistent {
+	if c.throwaway() {
 		args = append(args, "-c", "fsync=off", "-c", "synchronous_commit=off",
 			"-c", "full_page_writes=off", "-c", "max_connections=300", "-c", "shared_buffers=128MB")
 	}
@@ -69,7 +69,7 @@ func (c *Cluster) start(ctx context.Context, bin string, owner *sysUser) error {
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// Pdeathsig fires when the thread that started the child exits, so the
 	// goroutine below keeps its thread locked for as long as the server runs.
-	cmd.SysProcAttr = owner.sysProcAttr(!c.opts.Persistent)
+	cmd.SysProcAttr = owner.sysProcAttr(c.throwaway())
 	c.cmd, c.exited = cmd, make(chan struct{})
 	started := make(chan error, 1)
 	go func() {
@@ -170,3 +170,8 @@ func freePort() (int, error) {
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
+
+// throwaway reports whether durability may be traded for speed, and the server tied to
+// this process's life: for clusters removed on Stop, and for test clusters kept only
+// across a restart.
+func (c *Cluster) throwaway() bool { return !c.opts.Persistent || c.opts.Disposable }

@@ -1,0 +1,218 @@
+package faults
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/terdut-server/terdut-server/internal/apitest"
+)
+
+// holdAPIKeys blocks every insert into api_keys until release is called: a claim that
+// reaches it has already created the principal in its transaction, so interrupting it
+// there tests that nothing of a half-done claim survives.
+func holdAPIKeys(t *testing.T, url string) (release func()) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `LOCK TABLE api_keys IN EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	done := false
+	release = func() {
+		if !done {
+			done = true
+			_ = tx.Rollback(ctx)
+			_ = conn.Close(ctx)
+		}
+	}
+	t.Cleanup(release)
+	return release
+}
+
+// waitForBlockedInsert waits until a backend is waiting for the api_keys lock, and returns its pid.
+func waitForBlockedInsert(t *testing.T, url string) int {
+	t.Helper()
+	ctx := context.Background()
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		var pid int
+		conn, err2 := pgx.Connect(ctx, url)
+		if err2 != nil {
+			t.Fatal(err2)
+		}
+		err2 = conn.QueryRow(ctx, `SELECT pid FROM pg_stat_activity
+			WHERE wait_event_type = 'Lock' AND query LIKE '%api_keys%' LIMIT 1`).Scan(&pid)
+		conn.Close(ctx)
+		if err2 == nil {
+			return pid
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatal("no claim reached its api_keys write within 15 s")
+	return 0
+}
+
+// assertNothingClaimed checks the install is pending with no principal and no key.
+func assertNothingClaimed(t *testing.T, url string) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var state string
+	var gen, users, keys int
+	err = conn.QueryRow(ctx, `SELECT state, generation, (SELECT count(*) FROM users), (SELECT count(*) FROM api_keys)
+		FROM bootstrap_state`).Scan(&state, &gen, &users, &keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if state != "pending" || gen != 0 || users != 0 || keys != 0 {
+		t.Fatalf("after the interrupted claim: got state %s generation %d, %d users, %d keys; want pending 0, no orphan user or key",
+			state, gen, users, keys)
+	}
+}
+
+func TestClaimInterrupted(t *testing.T) {
+	for name, interrupt := range map[string]func(t *testing.T, url string, pid int, cancel context.CancelFunc){
+		// The operator gives up: its request is cancelled while the claim is mid-transaction.
+		"ClientCancels": func(t *testing.T, url string, pid int, cancel context.CancelFunc) { cancel() },
+		// The database ends the claim's connection mid-transaction.
+		"BackendTerminated": func(t *testing.T, url string, pid int, cancel context.CancelFunc) {
+			conn, err := pgx.Connect(context.Background(), url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close(context.Background())
+			if _, err := conn.Exec(context.Background(), `SELECT pg_terminate_backend($1)`, pid); err != nil {
+				t.Fatal(err)
+			}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cl := startCluster(t)
+			srv := apitest.NewServer(t, cl.url(), nil)
+			release := holdAPIKeys(t, cl.url())
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			result := make(chan int, 1)
+			go func() {
+				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/api/bootstrap", nil)
+				req.Header.Set("Authorization", "Bearer "+apitest.OperatorToken)
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					result <- 0
+					return
+				}
+				resp.Body.Close()
+				result <- resp.StatusCode
+			}()
+			pid := waitForBlockedInsert(t, cl.url())
+			interrupt(t, cl.url(), pid, cancel)
+			status := <-result
+			if status == http.StatusCreated {
+				t.Fatalf("the interrupted claim answered 201")
+			}
+			release()
+			waitIdle(t, cl.url())
+			assertNothingClaimed(t, cl.url())
+			srv.MustClaim(t)
+		})
+	}
+}
+
+// waitIdle waits until no other backend holds a transaction open (an aborted claim may
+// still be rolling back when its client has already gone).
+func waitIdle(t *testing.T, url string) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		var open int
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE pid <> pg_backend_pid() AND backend_type = 'client backend' AND xact_start IS NOT NULL`).Scan(&open); err != nil {
+			t.Fatal(err)
+		}
+		if open == 0 {
+			return
+		}
+	}
+	t.Fatal("a transaction stayed open for 15 s after the interruption")
+}
+
+// TestReplicaKilledMidClaim kills a terdut-server process (SIGKILL, no chance to clean up)
+// while its claim is mid-transaction; the claim must vanish whole and another replica claim.
+func TestReplicaKilledMidClaim(t *testing.T) {
+	cl := startCluster(t)
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	apitest.WriteFile(t, tokenFile, apitest.OperatorToken+"\n")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	cmd := exec.Command(binary, "--listen", addr, "--password-hash-cost", "4")
+	cmd.Env = append(os.Environ(), "TERDUT_DATABASE_URL="+cl.url(), "TERDUT_OPERATOR_TOKEN_FILE="+tokenFile)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	waitHealthy(t, "http://"+addr)
+
+	release := holdAPIKeys(t, cl.url())
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/api/bootstrap", nil)
+		req.Header.Set("Authorization", "Bearer "+apitest.OperatorToken)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	waitForBlockedInsert(t, cl.url())
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	release()
+	waitIdle(t, cl.url())
+	assertNothingClaimed(t, cl.url())
+
+	other := apitest.NewServer(t, cl.url(), nil)
+	other.MustClaim(t)
+}
+
+func waitHealthy(t *testing.T, base string) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		resp, err := http.Get(base + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+	}
+	t.Fatalf("%s/healthz did not answer within 30 s", base)
+}

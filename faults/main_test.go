@@ -1,0 +1,78 @@
+// Package faults proves that the claim and sign-in stay correct when Postgres or a replica
+// fails in the middle: each test runs its own PostgreSQL cluster so that it can stop it.
+package faults
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/terdut-server/terdut-server/internal/pglocal"
+	"github.com/terdut-server/terdut-server/internal/store"
+)
+
+// binary is terdut-server built once for the tests that kill a replica.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "terdut-faults-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	binary = filepath.Join(dir, "terdut-server")
+	build := exec.Command("go", "build", "-o", binary, "../cmd/terdut-server")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build terdut-server:", err)
+		os.Exit(2)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// cluster is a PostgreSQL server the test can stop and start again on the same port and data.
+type cluster struct {
+	t    *testing.T
+	opts pglocal.Options
+	c    *pglocal.Cluster
+}
+
+func startCluster(t *testing.T) *cluster {
+	t.Helper()
+	cl := &cluster{t: t, opts: pglocal.Options{Dir: filepath.Join(t.TempDir(), "pgdata"), Persistent: true, Disposable: true}}
+	cl.start()
+	cl.opts.Port = cl.c.Port
+	t.Cleanup(func() { _ = cl.c.Stop() })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := store.Migrate(ctx, cl.url()); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	return cl
+}
+
+func (cl *cluster) start() {
+	cl.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := pglocal.Start(ctx, cl.opts)
+	if err != nil {
+		cl.t.Fatalf("start postgres: %v", err)
+	}
+	cl.c = c
+}
+
+func (cl *cluster) stop() {
+	cl.t.Helper()
+	if err := cl.c.Stop(); err != nil {
+		cl.t.Fatalf("stop postgres: %v", err)
+	}
+}
+
+func (cl *cluster) url() string { return cl.c.URL("postgres") }
