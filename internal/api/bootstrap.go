@@ -102,17 +102,6 @@ func (s *server) handleBootstrapReset() http.Handler {
 	})
 }
 
-// gatePending is the gate's quick check, before any work: true when the gate is on and the
-// install is unclaimed. The binding decision is taken again in the sign-in's transaction.
-// If the state cannot be read, the sign-in goes on and its transaction decides.
-func (s *server) gatePending(r *http.Request) bool {
-	if !s.opts.Gate {
-		return false
-	}
-	b, err := s.store.Bootstrap(r.Context())
-	return err == nil && b.State == store.StatePending
-}
-
 // refusePending answers a sign-in refused by the gate: a page for browsers, JSON for clients.
 func (s *server) refusePending(w http.ResponseWriter, r *http.Request, method string) {
 	s.metrics.signinRefused.WithLabelValues(method, "bootstrap_pending").Inc()

@@ -53,8 +53,9 @@ func TestBootstrap_Claim(t *testing.T) {
 				Kind                  string
 			}
 			APIKey struct {
-				ID, UserID int64 `json:"user_id"`
-				Name, Key  string
+				ID        int64
+				UserID    int64 `json:"user_id"`
+				Name, Key string
 			} `json:"api_key"`
 			Generation int64
 		}

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/terdut-server/terdut-server/internal/store"
 )
@@ -27,7 +28,11 @@ func (s *server) handleLogin() http.Handler {
 		form := isFormPost(r)
 		fail := func(err error) {
 			if form {
-				s.renderLogin(w, r, s.classify(err))
+				e := s.classify(err)
+				if e.Status >= 500 {
+					s.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+				}
+				s.renderLogin(w, r, e)
 				return
 			}
 			s.writeError(w, r, err)
@@ -41,16 +46,20 @@ func (s *server) handleLogin() http.Handler {
 				Message: "Password sign-in is turned off on this server; use single sign-on."})
 			return
 		}
-		if s.gatePending(r) {
-			s.refusePending(w, r, "password")
-			return
-		}
 		req, err := readLogin(w, r, form)
 		if err != nil {
 			fail(err)
 			return
 		}
-		u, hash, err := s.store.UserByUsername(r.Context(), req.Username)
+		name := req.Username
+		if !utf8.ValidString(name) || strings.ContainsRune(name, 0) {
+			name = "" // the database cannot hold such a name (it would fail the query): nobody has it
+		}
+		u, hash, err := s.store.UserForSignIn(r.Context(), name, store.Gate(s.opts.Gate))
+		if errors.Is(err, store.ErrBootstrapPending) {
+			s.refusePending(w, r, "password")
+			return
+		}
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			fail(err)
 			return
@@ -92,6 +101,10 @@ func readLogin(w http.ResponseWriter, r *http.Request, form bool) (loginRequest,
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxBodyBytes)
 	if err := r.ParseForm(); err != nil {
+		var maxErr *http.MaxBytesError
+		if errors.As(err, &maxErr) {
+			return loginRequest{}, decodeError(err)
+		}
 		return loginRequest{}, errBadRequest("invalid_form", "The form could not be read.")
 	}
 	return loginRequest{Username: r.PostForm.Get("username"), Password: r.PostForm.Get("password")}, nil

@@ -36,17 +36,18 @@ func (s *server) handleOIDCLogin() http.Handler {
 			s.fail(w, r, errSSONotConfigured)
 			return
 		}
-		if s.gatePending(r) {
-			s.refusePending(w, r, "oidc")
-			return
-		}
 		oauth, _, err := s.oidc.get(r.Context())
 		if err != nil {
 			s.fail(w, r, err)
 			return
 		}
 		state, login := randomString(32), store.OIDCLogin{Nonce: randomString(32), CodeVerifier: oauth2.GenerateVerifier()}
-		if err := s.store.SaveOIDCLogin(r.Context(), state, login, oidcLoginTTL); err != nil {
+		err = s.store.SaveOIDCLogin(r.Context(), state, login, oidcLoginTTL, store.Gate(s.opts.Gate))
+		if errors.Is(err, store.ErrBootstrapPending) {
+			s.refusePending(w, r, "oidc")
+			return
+		}
+		if err != nil {
 			s.fail(w, r, err)
 			return
 		}
@@ -66,11 +67,11 @@ func (s *server) handleOIDCCallback() http.Handler {
 			s.fail(w, r, errSSONotConfigured)
 			return
 		}
-		if s.gatePending(r) {
+		id, err := s.finishOIDC(w, r)
+		if errors.Is(err, store.ErrBootstrapPending) {
 			s.refusePending(w, r, "oidc")
 			return
 		}
-		id, err := s.finishOIDC(w, r)
 		if err != nil {
 			s.metrics.signinRefused.WithLabelValues("oidc", s.classify(err).Code).Inc()
 			s.fail(w, r, err)
@@ -95,17 +96,23 @@ func (s *server) handleOIDCCallback() http.Handler {
 }
 
 // finishOIDC checks the callback against the sign-in it finishes and returns the verified
-// identity. It creates nothing.
+// identity. It creates nothing. While the gate is closed it returns store.ErrBootstrapPending,
+// whatever the callback holds: the gate is read in the same round trip that consumes the
+// sign-in, which happens only when the state matches this browser's cookie.
 func (s *server) finishOIDC(w http.ResponseWriter, r *http.Request) (store.SSOIdentity, error) {
 	q := r.URL.Query()
 	state := q.Get("state")
 	c, err := r.Cookie(stateCookie)
-	if state == "" || len(state) > 128 || err != nil || subtle.ConstantTimeCompare([]byte(c.Value), []byte(state)) != 1 {
-		return store.SSOIdentity{}, errInvalidState
+	matches := state != "" && len(state) <= 128 && err == nil && subtle.ConstantTimeCompare([]byte(c.Value), []byte(state)) == 1
+	if !matches {
+		state = "" // no sign-in has this state: the lookup below only reads the gate
+	}
+	login, err := s.store.TakeOIDCLogin(r.Context(), state, store.Gate(s.opts.Gate))
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return store.SSOIdentity{}, err
 	}
 	http.SetCookie(w, &http.Cookie{Name: stateCookie, Path: "/auth/oidc", MaxAge: -1, HttpOnly: true})
-	login, err := s.store.TakeOIDCLogin(r.Context(), state)
-	if errors.Is(err, store.ErrNotFound) {
+	if !matches || err != nil {
 		return store.SSOIdentity{}, errInvalidState
 	}
 	if err != nil {

@@ -25,7 +25,7 @@ type Store interface {
 	User(ctx context.Context, id int64) (store.User, error)
 	Users(ctx context.Context) ([]store.User, error)
 	DeleteUser(ctx context.Context, id int64) error
-	UserByUsername(ctx context.Context, username string) (store.User, string, error)
+	UserForSignIn(ctx context.Context, username string, gate store.Gate) (store.User, string, error)
 	PasswordHash(ctx context.Context, id int64) (string, error)
 	SetPasswordHash(ctx context.Context, id int64, hash, keepSession string) error
 
@@ -38,8 +38,8 @@ type Store interface {
 	AuthenticateSession(ctx context.Context, token string) (store.User, error)
 	EndSession(ctx context.Context, token string) error
 
-	SaveOIDCLogin(ctx context.Context, state string, l store.OIDCLogin, ttl time.Duration) error
-	TakeOIDCLogin(ctx context.Context, state string) (store.OIDCLogin, error)
+	SaveOIDCLogin(ctx context.Context, state string, l store.OIDCLogin, ttl time.Duration, gate store.Gate) error
+	TakeOIDCLogin(ctx context.Context, state string, gate store.Gate) (store.OIDCLogin, error)
 	SignInSSO(ctx context.Context, id store.SSOIdentity, ttl time.Duration, gate store.Gate) (store.User, store.Session, bool, error)
 
 	Bootstrap(ctx context.Context) (store.BootstrapStatus, error)

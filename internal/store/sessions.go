@@ -25,20 +25,33 @@ const (
 )
 
 // CreateSession signs the user in for ttl. With the gate on it returns ErrBootstrapPending
-// and creates nothing while the install is unclaimed: the state is read under a share lock
-// in the same transaction as the insert, so a concurrent claim either commits first (the
-// session is created) or waits for this transaction (which saw pending and created nothing).
+// and creates nothing while the install is unclaimed. The state is read under a share lock
+// in the same statement (so the same transaction) as the insert: a concurrent claim either
+// commits first (this sees complete and signs in) or waits for this statement to finish
+// (which saw pending and inserted nothing). One round trip, gate on or off.
 func (s *Store) CreateSession(ctx context.Context, userID int64, ttl time.Duration, gate Gate) (Session, error) {
-	var sess Session
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		if err := checkGate(ctx, tx, gate); err != nil {
-			return err
-		}
-		var err error
-		sess, err = createSession(ctx, tx, userID, ttl)
-		return err
-	})
-	return sess, err
+	sess := Session{Token: newSecret(), UserID: userID}
+	var open bool
+	var expires *time.Time
+	err := s.pool.QueryRow(ctx, `
+		WITH gate AS (SELECT NOT $4 OR state = 'complete' AS open FROM bootstrap_state FOR SHARE),
+		ins AS (
+			INSERT INTO sessions (user_id, token_hash, expires_at)
+			SELECT u.id, $2, now() + $3::interval FROM users u, gate WHERE u.id = $1 AND gate.open
+			RETURNING expires_at
+		)
+		SELECT gate.open, ins.expires_at FROM gate LEFT JOIN ins ON true`,
+		userID, hashToken(sess.Token), ttl, bool(gate)).Scan(&open, &expires)
+	switch {
+	case err != nil:
+		return Session{}, wrap(err, "create session")
+	case !open:
+		return Session{}, ErrBootstrapPending
+	case expires == nil:
+		return Session{}, ErrNotFound
+	}
+	sess.ExpiresAt = *expires
+	return sess, nil
 }
 
 func createSession(ctx context.Context, tx pgx.Tx, userID int64, ttl time.Duration) (Session, error) {
@@ -50,23 +63,6 @@ func createSession(ctx context.Context, tx pgx.Tx, userID int64, ttl time.Durati
 		return Session{}, ErrNotFound
 	}
 	return sess, wrap(err, "create session")
-}
-
-// checkGate returns ErrBootstrapPending when the gate is on and the install is unclaimed.
-// With the gate off it takes no lock at all.
-func checkGate(ctx context.Context, tx pgx.Tx, gate Gate) error {
-	if gate == GateOff {
-		return nil
-	}
-	var state string
-	err := tx.QueryRow(ctx, `SELECT state FROM bootstrap_state FOR SHARE`).Scan(&state)
-	if err != nil {
-		return wrap(err, "read bootstrap state")
-	}
-	if state != string(StatePending) {
-		return nil
-	}
-	return ErrBootstrapPending
 }
 
 // AuthenticateSession returns the user of a live, unexpired session, or ErrNotFound.

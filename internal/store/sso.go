@@ -33,16 +33,27 @@ func (s *Store) SignInSSO(ctx context.Context, id SSOIdentity, ttl time.Duration
 	var sess Session
 	var created bool
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		if err := checkGate(ctx, tx, gate); err != nil {
-			return err
-		}
+		// The gate's share lock and the lookup travel in one round trip; if the gate is
+		// closed, the transaction rolls back and the lookup's update is undone.
+		open := true
 		var err error
-		u, err = scanUser(tx.QueryRow(ctx, `UPDATE users u SET email = $3, role = $4
+		batch := &pgx.Batch{}
+		if gate == GateOn {
+			batch.Queue(`SELECT state = 'complete' FROM bootstrap_state FOR SHARE`).
+				QueryRow(func(row pgx.Row) error { return row.Scan(&open) })
+		}
+		batch.Queue(`UPDATE users u SET email = $3, role = $4
 			WHERE oidc_issuer = $1 AND oidc_subject = $2 RETURNING `+userColumns,
-			id.Issuer, id.Subject, id.Email, id.Role))
+			id.Issuer, id.Subject, id.Email, id.Role).
+			QueryRow(func(row pgx.Row) error { u, err = scanUser(row); return nil })
+		if berr := tx.SendBatch(ctx, batch).Close(); berr != nil {
+			return wrap(berr, "find SSO user")
+		}
+		if !open {
+			return ErrBootstrapPending
+		}
 		if errors.Is(err, ErrNotFound) {
-			u, err = createSSOUser(ctx, tx, id)
-			created = err == nil
+			u, created, err = createSSOUser(ctx, tx, id)
 		}
 		if err != nil {
 			return wrap(err, "find SSO user")
@@ -58,10 +69,11 @@ func (s *Store) SignInSSO(ctx context.Context, id SSOIdentity, ttl time.Duration
 
 // createSSOUser provisions a person on first sign-in. Usernames already taken, including
 // the bootstrap principal's, are skipped; a concurrent first sign-in of the same identity
-// is resolved by the (issuer, subject) unique constraint, and the loser returns that user.
-func createSSOUser(ctx context.Context, tx pgx.Tx, id SSOIdentity) (User, error) {
+// is resolved by the (issuer, subject) unique constraint, and the loser returns that user
+// with created false.
+func createSSOUser(ctx context.Context, tx pgx.Tx, id SSOIdentity) (u User, created bool, err error) {
 	if len(id.Usernames) == 0 {
-		return User{}, errors.New("create SSO user: no username candidates")
+		return User{}, false, errors.New("create SSO user: no username candidates")
 	}
 	candidates := slices.Clone(id.Usernames)
 	for n := 2; n <= maxUsernameSuffix; n++ {
@@ -71,22 +83,22 @@ func createSSOUser(ctx context.Context, tx pgx.Tx, id SSOIdentity) (User, error)
 		if name == PrincipalUsername {
 			continue
 		}
-		u, err := scanUser(tx.QueryRow(ctx, `
+		u, err = scanUser(tx.QueryRow(ctx, `
 			INSERT INTO users AS u (username, email, role, kind, oidc_issuer, oidc_subject)
 			VALUES ($1, $2, $3, 'human', $4, $5)
 			ON CONFLICT DO NOTHING
 			RETURNING `+userColumns, name, id.Email, id.Role, id.Issuer, id.Subject))
 		if !errors.Is(err, ErrNotFound) {
-			return u, err
+			return u, err == nil, err
 		}
 		// Nothing inserted: either the name is taken, or the same person signed in concurrently.
 		u, err = scanUser(tx.QueryRow(ctx, `SELECT `+userColumns+` FROM users u
 			WHERE u.oidc_issuer = $1 AND u.oidc_subject = $2`, id.Issuer, id.Subject))
 		if !errors.Is(err, ErrNotFound) {
-			return u, err
+			return u, false, err
 		}
 	}
-	return User{}, fmt.Errorf("create SSO user: no free username near %q: %w", id.Usernames[0], ErrConflict)
+	return User{}, false, fmt.Errorf("create SSO user: no free username near %q: %w", id.Usernames[0], ErrConflict)
 }
 
 // OIDCLogin is a sign-in in progress: what the callback needs to finish it on any replica.
@@ -95,25 +107,52 @@ type OIDCLogin struct {
 	CodeVerifier string
 }
 
-// SaveOIDCLogin records a sign-in started with this state, valid for ttl.
+// SaveOIDCLogin records a sign-in started with this state, valid for ttl. With the gate on
+// it returns ErrBootstrapPending and records nothing while the install is unclaimed.
 // Expired rows are swept out on the way.
-func (s *Store) SaveOIDCLogin(ctx context.Context, state string, l OIDCLogin, ttl time.Duration) error {
-	_, err := s.pool.Exec(ctx, `
-		WITH sweep AS (DELETE FROM oidc_logins WHERE expires_at < now() - interval '1 hour')
-		INSERT INTO oidc_logins (state_hash, nonce, code_verifier, expires_at)
-		VALUES ($1, $2, $3, now() + $4::interval)`, hashToken(state), l.Nonce, l.CodeVerifier, ttl)
-	return wrap(err, "save sign-in")
+func (s *Store) SaveOIDCLogin(ctx context.Context, state string, l OIDCLogin, ttl time.Duration, gate Gate) error {
+	var saved bool
+	err := s.pool.QueryRow(ctx, `
+		WITH sweep AS (DELETE FROM oidc_logins WHERE expires_at < now() - interval '1 hour'),
+		ins AS (
+			INSERT INTO oidc_logins (state_hash, nonce, code_verifier, expires_at)
+			SELECT $1, $2, $3, now() + $4::interval FROM bootstrap_state WHERE NOT $5 OR state = 'complete'
+			RETURNING true AS saved
+		)
+		SELECT EXISTS (SELECT 1 FROM ins)`, hashToken(state), l.Nonce, l.CodeVerifier, ttl, bool(gate)).Scan(&saved)
+	if err != nil {
+		return wrap(err, "save sign-in")
+	}
+	if !saved {
+		return ErrBootstrapPending
+	}
+	return nil
 }
 
 // TakeOIDCLogin consumes the sign-in started with this state: it can be finished once.
-// ErrNotFound when the state is unknown, used or expired.
-func (s *Store) TakeOIDCLogin(ctx context.Context, state string) (OIDCLogin, error) {
+// ErrNotFound when the state is unknown, used or expired. With the gate on it returns
+// ErrBootstrapPending, and consumes nothing, while the install is unclaimed.
+func (s *Store) TakeOIDCLogin(ctx context.Context, state string, gate Gate) (OIDCLogin, error) {
 	var l OIDCLogin
-	var live bool
-	err := s.pool.QueryRow(ctx, `DELETE FROM oidc_logins WHERE state_hash = $1
-		RETURNING nonce, code_verifier, expires_at > now()`, hashToken(state)).Scan(&l.Nonce, &l.CodeVerifier, &live)
-	if errors.Is(err, pgx.ErrNoRows) || err == nil && !live {
+	var open bool
+	var live *bool
+	var nonce, verifier *string
+	err := s.pool.QueryRow(ctx, `
+		WITH g AS (SELECT NOT $2 OR state = 'complete' AS open FROM bootstrap_state),
+		d AS (
+			DELETE FROM oidc_logins WHERE state_hash = $1 AND (SELECT open FROM g)
+			RETURNING nonce, code_verifier, expires_at > now() AS live
+		)
+		SELECT g.open, d.nonce, d.code_verifier, d.live FROM g LEFT JOIN d ON true`,
+		hashToken(state), bool(gate)).Scan(&open, &nonce, &verifier, &live)
+	switch {
+	case err != nil:
+		return OIDCLogin{}, wrap(err, "take sign-in")
+	case !open:
+		return OIDCLogin{}, ErrBootstrapPending
+	case live == nil || !*live:
 		return OIDCLogin{}, ErrNotFound
 	}
-	return l, wrap(err, "take sign-in")
+	l.Nonce, l.CodeVerifier = *nonce, *verifier
+	return l, nil
 }

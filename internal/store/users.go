@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -148,16 +149,34 @@ func (s *Store) PasswordHash(ctx context.Context, id int64) (string, error) {
 // UserByUsername returns the user and password hash for a password sign-in.
 // The hash is empty when the user has none; ErrNotFound when no such user exists.
 func (s *Store) UserByUsername(ctx context.Context, username string) (User, string, error) {
+	return s.UserForSignIn(ctx, username, GateOff)
+}
+
+// UserForSignIn is UserByUsername for a password sign-in behind the gate: with the gate on
+// it returns ErrBootstrapPending while the install is unclaimed, whether or not the user
+// exists, in the same round trip as the lookup. It is the gate's early answer, before any
+// password is checked; CreateSession takes the binding decision.
+func (s *Store) UserForSignIn(ctx context.Context, username string, gate Gate) (User, string, error) {
 	var hash *string
 	var u User
-	err := s.pool.QueryRow(ctx, `SELECT `+userColumns+`, u.password_hash FROM users u WHERE u.username = $1`,
-		username).Scan(&u.ID, &u.Username, &u.Email, &u.Role, &u.Kind, &u.OIDCIssuer,
-		&u.OIDCSubject, &u.HasPassword, &u.CreatedAt, &hash)
+	var open bool
+	err := s.pool.QueryRow(ctx, `SELECT `+userColumns+`, u.password_hash,
+		(SELECT NOT $2 OR state = 'complete' FROM bootstrap_state)
+		FROM users u WHERE u.username = $1`, username, bool(gate)).Scan(&u.ID, &u.Username, &u.Email,
+		&u.Role, &u.Kind, &u.OIDCIssuer, &u.OIDCSubject, &u.HasPassword, &u.CreatedAt, &hash, &open)
 	if errors.Is(err, pgx.ErrNoRows) {
+		if gate == GateOn {
+			if b, err := s.Bootstrap(ctx); err != nil || b.State == StatePending {
+				return User{}, "", cmp.Or(wrap(err, "read bootstrap state"), ErrBootstrapPending)
+			}
+		}
 		return User{}, "", ErrNotFound
 	}
 	if err != nil {
 		return User{}, "", wrap(err, "find user")
+	}
+	if !open {
+		return User{}, "", ErrBootstrapPending
 	}
 	if hash == nil {
 		return u, "", nil
