@@ -1,0 +1,27 @@
+//go:build browser
+
+// Package browsertest drives terdut-server's sign-in pages with a real headless
+// Chromium, as a person would use them: the single sign-on button against the
+// in-process OIDC provider, the "still being set up" page while the install is
+// unclaimed, the password form, and signing out.
+//
+// The tests need Debian's chromium package (/usr/bin/chromium, or the binary
+// named by $CHROMIUM); scripts/ensure-chromium.sh installs it, and `make e2e`
+// runs that script first. Without the browser the tests fail, they never skip.
+// Screenshots of the pages go to browsertest/out/ (ignored by git).
+package browsertest
+
+import (
+	"context"
+	"testing"
+
+	"github.com/terdut-server/terdut-server/internal/pgtest"
+	"github.com/terdut-server/terdut-server/internal/store"
+)
+
+func TestMain(m *testing.M) {
+	pgtest.Main(m, func(ctx context.Context, url string) error {
+		_, err := store.Migrate(ctx, url)
+		return err
+	})
+}

@@ -1,0 +1,418 @@
+package docs
+
+import (
+	"errors"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/terdut-server/terdut-server/client"
+	"github.com/terdut-server/terdut-server/internal/optoken"
+)
+
+// The parts of the Kubernetes objects the tests check; everything else is ignored.
+type (
+	k8sObject struct {
+		APIVersion string `yaml:"apiVersion"`
+		Kind       string `yaml:"kind"`
+		Metadata   struct {
+			Name      string `yaml:"name"`
+			Namespace string `yaml:"namespace"`
+		} `yaml:"metadata"`
+		node yaml.Node
+		file string
+	}
+	k8sDeployment struct {
+		Spec struct {
+			Replicas int `yaml:"replicas"`
+			Selector struct {
+				MatchLabels map[string]string `yaml:"matchLabels"`
+			} `yaml:"selector"`
+			Template struct {
+				Metadata struct {
+					Labels map[string]string `yaml:"labels"`
+				} `yaml:"metadata"`
+				Spec struct {
+					SecurityContext struct {
+						RunAsNonRoot *bool `yaml:"runAsNonRoot"`
+						RunAsUser    int   `yaml:"runAsUser"`
+					} `yaml:"securityContext"`
+					Containers []k8sContainer `yaml:"containers"`
+					Volumes    []struct {
+						Name   string `yaml:"name"`
+						Secret *struct {
+							SecretName string `yaml:"secretName"`
+						} `yaml:"secret"`
+					} `yaml:"volumes"`
+				} `yaml:"spec"`
+			} `yaml:"template"`
+		} `yaml:"spec"`
+	}
+	k8sContainer struct {
+		Args []string `yaml:"args"`
+		Env  []struct {
+			Name  string `yaml:"name"`
+			Value string `yaml:"value"`
+		} `yaml:"env"`
+		Ports []struct {
+			Name          string `yaml:"name"`
+			ContainerPort int    `yaml:"containerPort"`
+		} `yaml:"ports"`
+		LivenessProbe   k8sProbe `yaml:"livenessProbe"`
+		ReadinessProbe  k8sProbe `yaml:"readinessProbe"`
+		SecurityContext struct {
+			AllowPrivilegeEscalation *bool `yaml:"allowPrivilegeEscalation"`
+			ReadOnlyRootFilesystem   *bool `yaml:"readOnlyRootFilesystem"`
+			Capabilities             struct {
+				Drop []string `yaml:"drop"`
+			} `yaml:"capabilities"`
+		} `yaml:"securityContext"`
+		VolumeMounts []struct {
+			Name      string `yaml:"name"`
+			MountPath string `yaml:"mountPath"`
+			SubPath   string `yaml:"subPath"`
+		} `yaml:"volumeMounts"`
+	}
+	k8sProbe struct {
+		HTTPGet *struct {
+			Path string `yaml:"path"`
+			Port string `yaml:"port"`
+		} `yaml:"httpGet"`
+	}
+	k8sSecret struct {
+		StringData map[string]string `yaml:"stringData"`
+	}
+	k8sService struct {
+		Spec struct {
+			Selector map[string]string `yaml:"selector"`
+			Ports    []struct {
+				Port       int    `yaml:"port"`
+				TargetPort string `yaml:"targetPort"`
+			} `yaml:"ports"`
+		} `yaml:"spec"`
+	}
+	k8sNetworkPolicy struct {
+		Spec struct {
+			PodSelector struct {
+				MatchLabels map[string]string `yaml:"matchLabels"`
+			} `yaml:"podSelector"`
+			PolicyTypes []string `yaml:"policyTypes"`
+			Ingress     []struct {
+				From []struct {
+					NamespaceSelector *struct {
+						MatchLabels map[string]string `yaml:"matchLabels"`
+					} `yaml:"namespaceSelector"`
+				} `yaml:"from"`
+				Ports []struct {
+					Port int `yaml:"port"`
+				} `yaml:"ports"`
+			} `yaml:"ingress"`
+		} `yaml:"spec"`
+	}
+)
+
+// manifestDir holds the example manifests.
+const manifestDir = "../deploy/kubernetes"
+
+// mustManifests parses every document of every YAML file in manifestDir.
+func mustManifests(t *testing.T) []k8sObject {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(manifestDir, "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("got files %v (%v), want the example manifests in %s", files, err, manifestDir)
+	}
+	var objs []k8sObject
+	for _, f := range files {
+		r, err := os.Open(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dec := yaml.NewDecoder(r)
+		for {
+			var o k8sObject
+			err := dec.Decode(&o.node)
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			if err := o.node.Decode(&o); err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			o.file = filepath.Base(f)
+			objs = append(objs, o)
+		}
+		r.Close()
+	}
+	return objs
+}
+
+// decode reads the object into the typed view v, failing the test if it does not fit.
+func (o k8sObject) decode(t *testing.T, v any) {
+	t.Helper()
+	if err := o.node.Decode(v); err != nil {
+		t.Fatalf("%s: %s %s: %v", o.file, o.Kind, o.Metadata.Name, err)
+	}
+}
+
+// flagPattern finds the flags that parseConfig defines, such as fs.StringVar(&x, "listen", ...).
+var flagPattern = regexp.MustCompile(`fs\.\w+Var\(&[\w.]+,\s*"([a-z0-9-]+)"`)
+
+// mustServeFlags returns the names of terdut-server's flags, read from its source.
+func mustServeFlags(t *testing.T) []string {
+	t.Helper()
+	src, err := os.ReadFile("../cmd/terdut-server/config.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var flags []string
+	for _, m := range flagPattern.FindAllStringSubmatch(string(src), -1) {
+		flags = append(flags, m[1])
+	}
+	// The pattern must keep finding them: a config.go written differently would otherwise
+	// leave nothing to check against.
+	for _, want := range []string{"listen", "database-url-file", "operator-token-file", "bootstrap-gate", "oidc-issuer"} {
+		if !slices.Contains(flags, want) {
+			t.Fatalf("got flags %v from config.go, want them to include %q: has the way flags are defined changed?", flags, want)
+		}
+	}
+	return flags
+}
+
+// envFlag returns the flag that a TERDUT_* variable sets: TERDUT_DATABASE_URL_FILE is database-url-file.
+func envFlag(env string) string {
+	return strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(env, "TERDUT_"), "_", "-"))
+}
+
+func TestKubernetesManifests(t *testing.T) {
+	objs := mustManifests(t)
+	flags := mustServeFlags(t)
+	byKind := map[string][]k8sObject{}
+	for _, o := range objs {
+		if o.APIVersion == "" || o.Kind == "" || o.Metadata.Name == "" || o.Metadata.Namespace != "terdut" {
+			t.Errorf("%s: got apiVersion %q kind %q name %q namespace %q, want all set and namespace terdut",
+				o.file, o.APIVersion, o.Kind, o.Metadata.Name, o.Metadata.Namespace)
+		}
+		byKind[o.Kind] = append(byKind[o.Kind], o)
+	}
+	for kind, n := range map[string]int{"Deployment": 1, "Service": 1, "NetworkPolicy": 1, "Secret": 3} {
+		if got := len(byKind[kind]); got != n {
+			t.Fatalf("got %d objects of kind %s, want %d", got, kind, n)
+		}
+	}
+	secrets := map[string]map[string]string{}
+	for _, o := range byKind["Secret"] {
+		var s k8sSecret
+		o.decode(t, &s)
+		secrets[o.Metadata.Name] = s.StringData
+	}
+	var d k8sDeployment
+	byKind["Deployment"][0].decode(t, &d)
+	pod := d.Spec.Template.Spec
+	if len(pod.Containers) != 1 {
+		t.Fatalf("got %d containers, want 1", len(pod.Containers))
+	}
+	c := pod.Containers[0]
+	podLabels := d.Spec.Template.Metadata.Labels
+
+	t.Run("Deployment", func(t *testing.T) {
+		if d.Spec.Replicas != 2 {
+			t.Errorf("got %d replicas, want 2", d.Spec.Replicas)
+		}
+		if !labelsMatch(d.Spec.Selector.MatchLabels, podLabels) {
+			t.Errorf("got selector %v, want it to match the pod's labels %v", d.Spec.Selector.MatchLabels, podLabels)
+		}
+		sc := c.SecurityContext
+		if pod.SecurityContext.RunAsNonRoot == nil || !*pod.SecurityContext.RunAsNonRoot || pod.SecurityContext.RunAsUser != 65532 {
+			t.Errorf("got pod runAsNonRoot %v runAsUser %d, want true and 65532", pod.SecurityContext.RunAsNonRoot, pod.SecurityContext.RunAsUser)
+		}
+		if sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
+			!slices.Equal(sc.Capabilities.Drop, []string{"ALL"}) {
+			t.Errorf("got container securityContext %+v, want readOnlyRootFilesystem, no privilege escalation and capabilities dropped: [ALL]", sc)
+		}
+		if len(c.Ports) != 1 || c.Ports[0].ContainerPort != 8080 {
+			t.Fatalf("got ports %+v, want one, 8080", c.Ports)
+		}
+		for name, p := range map[string]struct {
+			probe k8sProbe
+			path  string
+		}{"liveness": {c.LivenessProbe, "/healthz"}, "readiness": {c.ReadinessProbe, "/readyz"}} {
+			if p.probe.HTTPGet == nil || p.probe.HTTPGet.Path != p.path || (p.probe.HTTPGet.Port != c.Ports[0].Name && p.probe.HTTPGet.Port != "8080") {
+				t.Errorf("got %s probe %+v, want GET %s on port 8080", name, p.probe.HTTPGet, p.path)
+			}
+		}
+	})
+
+	t.Run("Flags", func(t *testing.T) {
+		for _, a := range c.Args {
+			name, _, _ := strings.Cut(strings.TrimPrefix(a, "--"), "=")
+			if !strings.HasPrefix(a, "--") || !slices.Contains(flags, name) {
+				t.Errorf("got argument %q, want a flag of config.go (%s)", a, strings.Join(flags, ", "))
+			}
+		}
+		for _, e := range c.Env {
+			if !strings.HasPrefix(e.Name, "TERDUT_") || !slices.Contains(flags, envFlag(e.Name)) {
+				t.Errorf("got variable %s, want the TERDUT_* variable of a flag of config.go", e.Name)
+			}
+		}
+	})
+
+	// Each secret file the server is pointed at must be a key of a Secret mounted as a
+	// directory: a subPath mount would never see a rotated Secret.
+	t.Run("SecretFiles", func(t *testing.T) {
+		files := map[string]string{} // setting → path
+		for _, a := range c.Args {
+			if name, v, ok := strings.Cut(strings.TrimPrefix(a, "--"), "="); ok && strings.HasSuffix(name, "-file") {
+				files["--"+name] = v
+			}
+		}
+		for _, e := range c.Env {
+			if strings.HasSuffix(e.Name, "_FILE") {
+				files[e.Name] = e.Value
+			}
+		}
+		for _, want := range []string{"--operator-token-file", "--oidc-client-secret-file", "TERDUT_DATABASE_URL_FILE"} {
+			if _, ok := files[want]; !ok {
+				t.Errorf("got secret files %v, want %s set", files, want)
+			}
+		}
+		for setting, file := range files {
+			secret, key := "", path.Base(file)
+			for _, m := range c.VolumeMounts {
+				if path.Dir(file) != m.MountPath {
+					continue
+				}
+				if m.SubPath != "" {
+					t.Errorf("%s: got volume %s mounted with subPath, want the whole Secret mounted so that updates reach the file", setting, m.Name)
+				}
+				for _, v := range pod.Volumes {
+					if v.Name == m.Name && v.Secret != nil {
+						secret = v.Secret.SecretName
+					}
+				}
+			}
+			if _, ok := secrets[secret][key]; !ok {
+				t.Errorf("%s=%s: got Secret %q mounted there, want a Secret of secrets.yaml with the key %q", setting, file, secret, key)
+			}
+		}
+		// The example token must never run: a published token would let anyone claim.
+		if _, err := optoken.Parse([]byte(secrets["terdut-server-operator-token"]["token"])); err == nil {
+			t.Errorf("got an example operator token the server accepts, want a placeholder it refuses")
+		}
+	})
+
+	t.Run("Service", func(t *testing.T) {
+		var s k8sService
+		byKind["Service"][0].decode(t, &s)
+		if !labelsMatch(s.Spec.Selector, podLabels) {
+			t.Errorf("got selector %v, want it to match the pod's labels %v", s.Spec.Selector, podLabels)
+		}
+		if len(s.Spec.Ports) != 1 || (s.Spec.Ports[0].TargetPort != c.Ports[0].Name && s.Spec.Ports[0].TargetPort != "8080") {
+			t.Errorf("got ports %+v, want one whose targetPort is the container's 8080", s.Spec.Ports)
+		}
+	})
+
+	t.Run("NetworkPolicy", func(t *testing.T) {
+		var np k8sNetworkPolicy
+		byKind["NetworkPolicy"][0].decode(t, &np)
+		if !labelsMatch(np.Spec.PodSelector.MatchLabels, podLabels) || !slices.Contains(np.Spec.PolicyTypes, "Ingress") {
+			t.Errorf("got podSelector %v policyTypes %v, want the pod's labels %v and Ingress", np.Spec.PodSelector.MatchLabels, np.Spec.PolicyTypes, podLabels)
+		}
+		operator := false
+		for _, rule := range np.Spec.Ingress {
+			for _, from := range rule.From {
+				if from.NamespaceSelector != nil && from.NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] == "terdut-operator-system" &&
+					len(rule.Ports) == 1 && rule.Ports[0].Port == 8080 {
+					operator = true
+				}
+			}
+		}
+		if !operator || len(np.Spec.Ingress) < 2 {
+			t.Errorf("got %d ingress rules, none opening port 8080 to the namespace terdut-operator-system; want that rule and one for the ingress controller", len(np.Spec.Ingress))
+		}
+	})
+}
+
+// labelsMatch reports whether every label of selector is on labels (and selector selects something).
+func labelsMatch(selector, labels map[string]string) bool {
+	for k, v := range selector {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return len(selector) > 0
+}
+
+// TestDockerfile checks the image against what the manifests expect of it.
+func TestDockerfile(t *testing.T) {
+	b, err := os.ReadFile("../Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	df := string(b)
+	for _, want := range []string{"FROM golang:1.26 AS build", "CGO_ENABLED=0", "-trimpath", "USER 65532:65532",
+		"EXPOSE 8080", `ENTRYPOINT ["/terdut-server"]`} {
+		if !strings.Contains(df, want) {
+			t.Errorf("got a Dockerfile without %q, want it", want)
+		}
+	}
+}
+
+// TestBootstrapDoc_Settings checks that every flag and TERDUT_* variable bootstrap.md names
+// is one terdut-server has.
+func TestBootstrapDoc_Settings(t *testing.T) {
+	doc, err := os.ReadFile("bootstrap.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	flags := mustServeFlags(t)
+	named := map[string]bool{} // each flag (--x) and variable the doc names, once
+	for _, m := range regexp.MustCompile(`--[a-z][a-z0-9-]+|\bTERDUT_[A-Z_]+`).FindAllString(string(doc), -1) {
+		named[m] = true
+	}
+	for name := range named {
+		known := slices.Contains(flags, strings.TrimPrefix(name, "--"))
+		if strings.HasPrefix(name, "TERDUT_") {
+			known = slices.Contains(docVars, name) || slices.Contains(flags, envFlag(name))
+		}
+		if !known {
+			t.Errorf("bootstrap.md names %s, want a flag of config.go or its TERDUT_* variable (%s), or one of %v", name, strings.Join(flags, ", "), docVars)
+		}
+	}
+	if len(named) < 5 {
+		t.Fatalf("got %d flags and variables in bootstrap.md, want at least 5: is the doc being read?", len(named))
+	}
+}
+
+// TestBootstrapDoc_Client checks that the client names bootstrap.md uses are the client's.
+func TestBootstrapDoc_Client(t *testing.T) {
+	doc, err := os.ReadFile("bootstrap.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := map[string]error{"ErrAlreadyClaimed": client.ErrAlreadyClaimed, "ErrUnauthorized": client.ErrUnauthorized,
+		"ErrOperatorTokenNotConfigured": client.ErrOperatorTokenNotConfigured, "ErrRateLimited": client.ErrRateLimited,
+		"ErrBootstrapPending": client.ErrBootstrapPending, "ErrUnavailable": client.ErrUnavailable}
+	named := regexp.MustCompile(`\bErr[A-Z]\w*`).FindAllString(string(doc), -1)
+	if len(named) == 0 {
+		t.Fatalf("got no client errors named in bootstrap.md, want the table of the reconcile's outcomes")
+	}
+	for _, name := range named {
+		if _, ok := errs[name]; !ok {
+			t.Errorf("bootstrap.md names %s, want an error of package client", name)
+		}
+	}
+	for _, a := range []client.Action{client.ActionNone, client.ActionClaimed, client.ActionResetAndClaimed} {
+		if !strings.Contains(string(doc), "**`"+string(a)+"`**") {
+			t.Errorf("got no **`%s`** in bootstrap.md, want each action of Reconcile described", a)
+		}
+	}
+}

@@ -1,0 +1,344 @@
+// Package docs holds no code: its tests keep the documentation honest. They run every curl
+// line of bootstrap.md against a real server and check the example Kubernetes manifests
+// against the flags the binary really has.
+package docs
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/terdut-server/terdut-server/internal/api"
+	"github.com/terdut-server/terdut-server/internal/apitest"
+	"github.com/terdut-server/terdut-server/internal/pgtest"
+)
+
+// docVars are the shell variables the doc's curl lines may use. The test sets the first two;
+// API_KEY is the key of the last claim, as the doc tells the reader to keep it.
+var docVars = []string{"TERDUT_URL", "OPERATOR_TOKEN", "API_KEY"}
+
+var (
+	fencePattern = regexp.MustCompile("^\\s*```+\\s*([A-Za-z0-9_-]*)")
+	// A curl line ends with the outcome the doc promises: "# → 403" or "# → 403 some_code".
+	expectPattern = regexp.MustCompile(`^(.*?)\s+# → (\d{3})(?: ([a-z_]+))?\s*$`)
+	varPattern    = regexp.MustCompile(`\$\{?([A-Za-z_][A-Za-z0-9_]*)`)
+	curlPattern   = regexp.MustCompile(`^\$?\s*curl(\s|$)`)
+	curlWord      = regexp.MustCompile(`\bcurl\b`)
+)
+
+// curlStep is one curl line of a fenced sh block and the response the doc promises for it.
+type curlStep struct {
+	Line    int    // 1-based line number in the doc
+	Command string // the line without its expectation comment
+	Status  int
+	Code    string // the error body's "code", or "" when the doc names none
+	// Response is the ```json block that follows this line's sh block, when this is the
+	// block's last curl line: the body the doc shows for it. ResponseLine is where it starts.
+	Response     string
+	ResponseLine int
+}
+
+// parseCurlSteps returns the curl lines of doc's ```sh blocks, in order, each with the JSON
+// response the doc shows for it, if any. It fails, naming every offending line, when a curl
+// line could not be checked: outside a ```sh block, not at the start of its line, continued
+// onto the next line, without its expected status, or using a variable the test does not set.
+func parseCurlSteps(doc string) ([]curlStep, error) {
+	var steps []curlStep
+	var problems []error
+	inFence, lang, fenceLine := false, "", 0
+	blockStart, answers := 0, -1 // answers: the step a following ```json block shows the response of
+	var block []string
+	for i, raw := range strings.Split(doc, "\n") {
+		n, line := i+1, strings.TrimSpace(raw)
+		if m := fencePattern.FindStringSubmatch(raw); m != nil {
+			switch {
+			case !inFence:
+				inFence, lang, fenceLine, blockStart, block = true, m[1], n, len(steps), nil
+				if lang != "json" && lang != "sh" {
+					answers = -1
+				}
+			case lang == "sh":
+				inFence, answers = false, -1
+				if len(steps) > blockStart {
+					answers = len(steps) - 1
+				}
+			default:
+				inFence = false
+				if lang == "json" && answers >= 0 {
+					steps[answers].Response, steps[answers].ResponseLine = strings.Join(block, "\n"), fenceLine+1
+				}
+				answers = -1
+			}
+			continue
+		}
+		if !inFence {
+			continue
+		}
+		block = append(block, raw)
+		isCurl := curlPattern.MatchString(line)
+		if lang != "sh" {
+			if isCurl {
+				problems = append(problems, fmt.Errorf("line %d: a curl line in a ```%s block is not tested; put it in a ```sh block", n, lang))
+			}
+			continue
+		}
+		if !isCurl {
+			if !strings.HasPrefix(line, "#") && curlWord.MatchString(line) {
+				problems = append(problems, fmt.Errorf("line %d: curl must start its line to be tested: %s", n, line))
+			}
+			continue
+		}
+		m := expectPattern.FindStringSubmatch(line)
+		if m == nil {
+			problems = append(problems, fmt.Errorf("line %d: a curl line must end with its expected status, like \"# → 200\": %s", n, line))
+			continue
+		}
+		st := curlStep{Line: n, Command: strings.TrimPrefix(m[1], "$ "), Code: m[3]}
+		st.Status, _ = strconv.Atoi(m[2])
+		if strings.HasSuffix(st.Command, `\`) {
+			problems = append(problems, fmt.Errorf("line %d: keep each curl command on one line", n))
+			continue
+		}
+		for _, v := range varPattern.FindAllStringSubmatch(st.Command, -1) {
+			if !slices.Contains(docVars, v[1]) {
+				problems = append(problems, fmt.Errorf("line %d: $%s is not one of the variables the test sets (%s)", n, v[1], strings.Join(docVars, ", ")))
+			}
+		}
+		steps = append(steps, st)
+	}
+	if inFence {
+		problems = append(problems, fmt.Errorf("line %d: this fenced block is never closed", fenceLine))
+	}
+	return steps, errors.Join(problems...)
+}
+
+// placeholderPattern marks a value the doc cannot know, such as "<64 hexadecimal characters>".
+var placeholderPattern = regexp.MustCompile(`^<.+>$`)
+
+// matchJSON compares a body the doc shows (want) with a real one (got): the same keys at
+// every level and the same values, except that a "<placeholder>" string stands for any
+// string and a timestamp (a key ending in _at) for any string or null. It returns every
+// difference, each with its path.
+func matchJSON(path string, want, got any) []string {
+	switch w := want.(type) {
+	case map[string]any:
+		g, ok := got.(map[string]any)
+		if !ok {
+			return []string{fmt.Sprintf("%s: got %v, want an object", path, got)}
+		}
+		var diffs []string
+		for k, wv := range w {
+			gv, ok := g[k]
+			if !ok {
+				diffs = append(diffs, fmt.Sprintf("%s.%s: missing from the real response", path, k))
+				continue
+			}
+			if strings.HasSuffix(k, "_at") {
+				if _, isNum := gv.(float64); isNum {
+					diffs = append(diffs, fmt.Sprintf("%s.%s: got %v, want a timestamp or null", path, k, gv))
+				}
+				continue
+			}
+			diffs = append(diffs, matchJSON(path+"."+k, wv, gv)...)
+		}
+		for k := range g {
+			if _, ok := w[k]; !ok {
+				diffs = append(diffs, fmt.Sprintf("%s.%s: in the real response but not in the doc", path, k))
+			}
+		}
+		slices.Sort(diffs)
+		return diffs
+	case string:
+		if _, ok := got.(string); ok && placeholderPattern.MatchString(w) {
+			return nil
+		}
+	}
+	if !reflect.DeepEqual(want, got) {
+		return []string{fmt.Sprintf("%s: got %v, want %v", path, got, want)}
+	}
+	return nil
+}
+
+func TestParseCurlSteps(t *testing.T) {
+	fence := "```"
+	tests := []struct {
+		name    string
+		doc     string
+		want    []curlStep
+		wantErr string
+	}{
+		{name: "OK", doc: "curl outside any block is prose\n" +
+			fence + "sh\nexport TERDUT_URL=x\ncurl -X POST \"$TERDUT_URL/a\"  # → 403 some_code\n$ curl \"${TERDUT_URL}/b\" # → 200\n" + fence + "\n" +
+			"prose\n" + fence + "json\n{\"b\": 1}\n" + fence + "\n" +
+			fence + "sh\ncurl \"$TERDUT_URL/c\"  # → 200\n" + fence + "\n" + fence + "text\nnot a response\n" + fence + "\n" + fence + "json\n{}\n" + fence + "\n",
+			want: []curlStep{{Line: 4, Command: `curl -X POST "$TERDUT_URL/a"`, Status: 403, Code: "some_code"},
+				{Line: 5, Command: `curl "${TERDUT_URL}/b"`, Status: 200, Response: `{"b": 1}`, ResponseLine: 9},
+				{Line: 12, Command: `curl "$TERDUT_URL/c"`, Status: 200}}},
+		{name: "ErrNoExpectation", doc: fence + "sh\ncurl \"$TERDUT_URL/a\"\n" + fence, wantErr: "line 2: a curl line must end with its expected status"},
+		{name: "ErrContinued", doc: fence + "sh\ncurl -X POST \\  # → 200\n" + fence, wantErr: "line 2: keep each curl command on one line"},
+		{name: "ErrOtherBlock", doc: fence + "bash\ncurl \"$TERDUT_URL/a\"  # → 200\n" + fence, wantErr: "line 2: a curl line in a ```bash block is not tested"},
+		{name: "ErrNotAtStart", doc: fence + "sh\nKEY=$(curl \"$TERDUT_URL/a\")  # → 200\n" + fence, wantErr: "line 2: curl must start its line"},
+		{name: "ErrUnknownVariable", doc: fence + "sh\ncurl \"$HOST/a\"  # → 200\n" + fence, wantErr: "line 2: $HOST is not one of the variables"},
+		{name: "ErrUnclosed", doc: "\n" + fence + "sh\n", wantErr: "line 2: this fenced block is never closed"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := parseCurlSteps(tt.doc)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("got error %v, want one containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("got error %v, want none", err)
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Fatalf("got %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestMatchJSON(t *testing.T) {
+	tests := []struct {
+		name string
+		want string
+		got  string
+		diff []string
+	}{
+		{name: "OK", want: `{"a": {"key": "<a key>", "created_at": "2025-01-01T00:00:00Z", "n": 1}, "t": null}`,
+			got: `{"a": {"key": "0123", "created_at": "2026-11-29T16:30:56Z", "n": 1}, "t": null}`},
+		{name: "ErrValue", want: `{"state": "pending", "generation": 0}`, got: `{"state": "complete", "generation": 0}`,
+			diff: []string{"$.state: got complete, want pending"}},
+		{name: "ErrMissing", want: `{"a": 1, "b": 2}`, got: `{"a": 1}`, diff: []string{"$.b: missing from the real response"}},
+		{name: "ErrExtra", want: `{"a": 1}`, got: `{"a": 1, "b": 2}`, diff: []string{"$.b: in the real response but not in the doc"}},
+		{name: "ErrPlaceholderNotString", want: `{"key": "<a key>"}`, got: `{"key": 5}`, diff: []string{"$.key: got 5, want <a key>"}},
+		{name: "ErrNotObject", want: `{"a": {"b": 1}}`, got: `{"a": [1]}`, diff: []string{"$.a: got [1], want an object"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var want, got any
+			if err := json.Unmarshal([]byte(tt.want), &want); err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal([]byte(tt.got), &got); err != nil {
+				t.Fatal(err)
+			}
+			if diff := matchJSON("$", want, got); !slices.Equal(diff, tt.diff) {
+				t.Fatalf("got %q, want %q", diff, tt.diff)
+			}
+		})
+	}
+}
+
+// TestBootstrapDoc_Curl runs every curl line of bootstrap.md, in the doc's order, against
+// one real server whose operator token sits in a file, and checks the status (and error
+// code) each line is documented to return.
+func TestBootstrapDoc_Curl(t *testing.T) {
+	curl, err := exec.LookPath("curl")
+	if err != nil {
+		t.Fatalf("curl is not installed (%v): the curl lines of bootstrap.md cannot be checked without it; install it (Debian: apt-get install curl)", err)
+	}
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Fatalf("bash is not installed (%v): the curl lines of bootstrap.md are run with bash -c", err)
+	}
+	doc, err := os.ReadFile("bootstrap.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps, err := parseCurlSteps(string(doc))
+	if err != nil {
+		t.Fatalf("bootstrap.md:\n%v", err)
+	}
+	if len(steps) < 10 {
+		t.Fatalf("got %d curl lines in bootstrap.md, want at least 10: is the doc being read?", len(steps))
+	}
+
+	token := mustOperatorToken(t)
+	srv := apitest.NewServer(t, pgtest.MustDatabase(t), func(o *api.Options) {
+		o.OperatorTokens = apitest.TokenFile(t, token)
+	})
+	dir := t.TempDir()
+	bodyFile := filepath.Join(dir, "body")
+	// A minimal environment: nothing from the caller's shell may stand in for a doc variable.
+	env := map[string]string{"PATH": filepath.Dir(curl) + string(os.PathListSeparator) + os.Getenv("PATH"),
+		"HOME": dir, "DOCTEST_BODY": bodyFile, "TERDUT_URL": srv.URL, "OPERATOR_TOKEN": token}
+	// curl is wrapped so that the doc's line stays as written while the test sees the status
+	// and the body; set -u turns a variable the doc never provided into a failure.
+	const prelude = `set -eu
+curl() { command curl --silent --show-error --noproxy '*' --max-time 10 --output "$DOCTEST_BODY" --write-out '%{http_code}' "$@"; }
+`
+	for _, st := range steps {
+		t.Run(fmt.Sprintf("line_%d", st.Line), func(t *testing.T) {
+			// curl leaves the file alone when the body is empty: never read the last step's.
+			if err := os.Remove(bodyFile); err != nil && !errors.Is(err, os.ErrNotExist) {
+				t.Fatal(err)
+			}
+			cmd := exec.CommandContext(t.Context(), bash, "-c", prelude+st.Command)
+			for k, v := range env {
+				cmd.Env = append(cmd.Env, k+"="+v)
+			}
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			out, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("bootstrap.md line %d: %s\nfailed: %v\n%s", st.Line, st.Command, err, stderr.String())
+			}
+			body, err := os.ReadFile(bodyFile)
+			if err != nil && !errors.Is(err, os.ErrNotExist) {
+				t.Fatal(err)
+			}
+			if got := string(out); got != strconv.Itoa(st.Status) {
+				t.Fatalf("bootstrap.md line %d: %s\ngot status %s, want %d; body: %s", st.Line, st.Command, got, st.Status, body)
+			}
+			var resp struct {
+				Code   string
+				APIKey struct{ Key string } `json:"api_key"`
+			}
+			_ = json.Unmarshal(body, &resp) // not every body is JSON; the checks below say what is missing
+			if st.Code != "" && resp.Code != st.Code {
+				t.Fatalf("bootstrap.md line %d: %s\ngot code %q, want %q; body: %s", st.Line, st.Command, resp.Code, st.Code, body)
+			}
+			if resp.APIKey.Key != "" {
+				env["API_KEY"] = resp.APIKey.Key
+			}
+			if st.Response != "" {
+				var want, got any
+				if err := json.Unmarshal([]byte(st.Response), &want); err != nil {
+					t.Fatalf("bootstrap.md line %d: the response shown is not JSON: %v", st.ResponseLine, err)
+				}
+				if err := json.Unmarshal(body, &got); err != nil {
+					t.Fatalf("bootstrap.md line %d: %s\ngot a body that is not JSON (%v): %s", st.Line, st.Command, err, body)
+				}
+				if diff := matchJSON("$", want, got); len(diff) > 0 {
+					t.Fatalf("bootstrap.md line %d: the response shown differs from the real one of line %d:\n%s\nreal body: %s",
+						st.ResponseLine, st.Line, strings.Join(diff, "\n"), body)
+				}
+			}
+		})
+	}
+}
+
+// mustOperatorToken returns a fresh token shaped like the doc's `openssl rand -hex 32`.
+func mustOperatorToken(t *testing.T) string {
+	t.Helper()
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b)
+}
