@@ -34,6 +34,10 @@ func decodeJSON[T any](w http.ResponseWriter, r *http.Request) (T, error) {
 		return v, decodeError(err)
 	}
 	if err := dec.Decode(&struct{}{}); !errors.Is(err, io.EOF) {
+		var maxErr *http.MaxBytesError
+		if errors.As(err, &maxErr) { // an object followed by padding past the limit
+			return v, decodeError(err)
+		}
 		return v, errBadRequest("invalid_json", "The body must hold exactly one JSON object.")
 	}
 	return v, nil

@@ -34,17 +34,22 @@ func (p *Passwords) Hash(password string) (string, error) {
 }
 
 // Check reports whether password matches hash. An empty hash (no user, or no password)
-// is checked against a dummy so that the answer takes as long either way.
+// is checked against a dummy so that the answer takes as long either way. A password
+// longer than bcrypt's 72 bytes never matches: bcrypt would ignore the rest, so a stored
+// password followed by anything at all would otherwise be accepted too.
 func (p *Passwords) Check(hash, password string) bool {
-	if hash == "" {
+	if hash == "" || len(password) > maxPasswordBytes {
 		_ = bcrypt.CompareHashAndPassword(p.dummy, []byte(password))
 		return false
 	}
 	return bcrypt.CompareHashAndPassword([]byte(hash), []byte(password)) == nil
 }
 
+// maxPasswordBytes is bcrypt's limit: it reads no further.
+const maxPasswordBytes = 72
+
 func validatePassword(pw string) error {
-	if len(pw) < 8 || len(pw) > 72 {
+	if len(pw) < 8 || len(pw) > maxPasswordBytes {
 		return errBadRequest("invalid_password", "A password is 8 to 72 bytes long.")
 	}
 	return nil

@@ -3,6 +3,7 @@ package api
 import (
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -133,7 +134,8 @@ func validateUsername(name string) error {
 			return bad
 		}
 	}
-	if name == store.PrincipalUsername {
+	// Any spelling of the principal's name is reserved: "Terdut-Operator-Bootstrap" would pass for it.
+	if strings.EqualFold(name, store.PrincipalUsername) {
 		return &apiError{Status: http.StatusConflict, Code: "conflict", Message: "That name is reserved."}
 	}
 	return nil

@@ -43,7 +43,9 @@ func Migrate(ctx context.Context, url string) (int, error) {
 		return 0, err
 	}
 	defer db.Close()
-	locker, err := lock.NewPostgresSessionLocker()
+	// Poll the lock every second (goose's default is every 5) for the same 5 minutes in all:
+	// replicas waiting for another's migration start as soon as it is done.
+	locker, err := lock.NewPostgresSessionLocker(lock.WithLockTimeout(1, 300))
 	if err != nil {
 		return 0, fmt.Errorf("migration lock: %w", err)
 	}

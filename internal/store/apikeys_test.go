@@ -1,0 +1,134 @@
+package store_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/terdut-server/terdut-server/internal/store"
+)
+
+func TestAPIKeys_Create(t *testing.T) {
+	ctx := context.Background()
+	st := mustStore(t)
+	alice := mustUser(t, st, "alice", store.RoleMember)
+
+	t.Run("OK", func(t *testing.T) {
+		k, secret, err := st.CreateAPIKey(ctx, alice.ID, "ci")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if k.UserID != alice.ID || k.Name != "ci" || k.LastUsedAt != nil || len(secret) != 64 {
+			t.Fatalf("got %+v with a %d-character secret, want alice's unused key ci with 64", k, len(secret))
+		}
+		var hash []byte
+		if err := st.Pool().QueryRow(ctx, `SELECT key_hash FROM api_keys WHERE id = $1`, k.ID).Scan(&hash); err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256([]byte(secret))
+		if string(hash) != string(sum[:]) {
+			t.Fatalf("stored key_hash: got %x, want the SHA-256 of the key %x", hash, sum)
+		}
+		if n := mustCount(t, st, `SELECT count(*) FROM api_keys k WHERE strpos(k::text, $1) > 0`, secret); n != 0 {
+			t.Fatalf("rows holding the key in clear: got %d, want 0", n)
+		}
+		u, err := st.AuthenticateAPIKey(ctx, secret)
+		if err != nil || u.ID != alice.ID {
+			t.Fatalf("AuthenticateAPIKey: got %+v, %v, want alice", u, err)
+		}
+	})
+
+	t.Run("ErrNotFound", func(t *testing.T) {
+		if _, _, err := st.CreateAPIKey(ctx, 424242, "x"); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("key for an unknown user: got %v, want %v", err, store.ErrNotFound)
+		}
+		if _, err := st.AuthenticateAPIKey(ctx, "0000000000000000000000000000000000000000000000000000000000000000"); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("unknown key: got %v, want %v", err, store.ErrNotFound)
+		}
+	})
+}
+
+func TestAPIKeys_Revoke(t *testing.T) {
+	ctx := context.Background()
+	st := mustStore(t)
+	alice := mustUser(t, st, "alice", store.RoleMember)
+	bob := mustUser(t, st, "bob", store.RoleMember)
+
+	t.Run("OK", func(t *testing.T) {
+		k, secret := mustKey(t, st, alice.ID)
+		kept, _ := mustKey(t, st, alice.ID)
+		if err := st.RevokeAPIKey(ctx, alice.ID, k.ID); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.AuthenticateAPIKey(ctx, secret); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("revoked key: got %v, want %v", err, store.ErrNotFound)
+		}
+		keys, err := st.APIKeys(ctx, alice.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(keys) != 1 || keys[0].ID != kept.ID {
+			t.Fatalf("alice's keys: got %+v, want only %d", keys, kept.ID)
+		}
+		if err := st.RevokeAPIKey(ctx, alice.ID, k.ID); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("revoke again: got %v, want %v", err, store.ErrNotFound)
+		}
+	})
+
+	t.Run("ErrNotFound", func(t *testing.T) {
+		k, secret := mustKey(t, st, bob.ID)
+		// Naming someone else's key under your own id finds nothing and changes nothing.
+		if err := st.RevokeAPIKey(ctx, alice.ID, k.ID); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("another user's key: got %v, want %v", err, store.ErrNotFound)
+		}
+		if _, err := st.AuthenticateAPIKey(ctx, secret); err != nil {
+			t.Fatalf("bob's key after alice tried to revoke it: got %v, want nil", err)
+		}
+		if err := st.RevokeAPIKey(ctx, alice.ID, 424242); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("unknown key: got %v, want %v", err, store.ErrNotFound)
+		}
+	})
+}
+
+func TestAPIKeys_LastUsed(t *testing.T) {
+	ctx := context.Background()
+	st := mustStore(t)
+	alice := mustUser(t, st, "alice", store.RoleMember)
+	k, secret := mustKey(t, st, alice.ID)
+
+	lastUsed := func(t *testing.T) *time.Time {
+		t.Helper()
+		var at *time.Time
+		if err := st.Pool().QueryRow(ctx, `SELECT last_used_at FROM api_keys WHERE id = $1`, k.ID).Scan(&at); err != nil {
+			t.Fatal(err)
+		}
+		return at
+	}
+	authenticate := func(t *testing.T) {
+		t.Helper()
+		if _, err := st.AuthenticateAPIKey(ctx, secret); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	authenticate(t)
+	first := lastUsed(t)
+	if first == nil {
+		t.Fatalf("last_used_at after the first use: got nil, want a time")
+	}
+	for range 3 {
+		authenticate(t)
+	}
+	if again := lastUsed(t); again == nil || !again.Equal(*first) {
+		t.Fatalf("last_used_at after more uses within the window: got %v, want %v (unchanged)", again, first)
+	}
+	// Once the stored time is older than the window, the next use refreshes it.
+	mustExec(t, st, `UPDATE api_keys SET last_used_at = now() - interval '1 hour' WHERE id = $1`, k.ID)
+	stale := lastUsed(t)
+	authenticate(t)
+	if fresh := lastUsed(t); fresh == nil || !fresh.After(*stale) || !fresh.After(first.Add(-time.Second)) {
+		t.Fatalf("last_used_at after a use past the window: got %v, want later than %v", fresh, stale)
+	}
+}

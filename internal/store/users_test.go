@@ -1,0 +1,201 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/terdut-server/terdut-server/internal/store"
+)
+
+func TestUsers_Create(t *testing.T) {
+	ctx := context.Background()
+
+	t.Run("OK", func(t *testing.T) {
+		st := mustStore(t)
+		// Nothing derives a privilege from the number of users or from an id: the very first
+		// user of an install, id 1, is a member unless asked otherwise.
+		u, err := st.CreateUser(ctx, store.NewUser{Username: "first", Email: "first@example.test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u.Role != store.RoleMember || u.Kind != store.KindHuman || u.HasPassword || u.OIDCSubject != "" {
+			t.Fatalf("first user: got %+v, want a human member with no password or OIDC identity", u)
+		}
+		got, err := st.User(ctx, u.ID)
+		if err != nil || got != u {
+			t.Fatalf("User(%d): got %+v, %v, want %+v", u.ID, got, err, u)
+		}
+		b, err := st.Bootstrap(ctx)
+		if err != nil || b.State != store.StatePending {
+			t.Fatalf("claim state after creating a user: got %+v, %v, want pending", b, err)
+		}
+	})
+
+	t.Run("ErrConflict", func(t *testing.T) {
+		st := mustStore(t)
+		mustUser(t, st, "alice", store.RoleMember)
+		_, err := st.CreateUser(ctx, store.NewUser{Username: "alice", Email: "other@example.test"})
+		if !errors.Is(err, store.ErrConflict) {
+			t.Fatalf("got %v, want %v", err, store.ErrConflict)
+		}
+		if n := mustCount(t, st, `SELECT count(*) FROM users WHERE username = 'alice'`); n != 1 {
+			t.Fatalf("users named alice: got %d, want 1", n)
+		}
+	})
+}
+
+func TestUsers_Get(t *testing.T) {
+	ctx := context.Background()
+	st := mustStore(t)
+
+	t.Run("ErrNotFound", func(t *testing.T) {
+		if _, err := st.User(ctx, 424242); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("User: got %v, want %v", err, store.ErrNotFound)
+		}
+		if _, _, err := st.UserByUsername(ctx, "nobody"); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("UserByUsername: got %v, want %v", err, store.ErrNotFound)
+		}
+		if _, err := st.PasswordHash(ctx, 424242); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("PasswordHash of an unknown user: got %v, want %v", err, store.ErrNotFound)
+		}
+	})
+
+	t.Run("UserForSignIn", func(t *testing.T) {
+		pending := mustStore(t)
+		alice := mustUser(t, pending, "alice", store.RoleMember)
+		// While pending, the gate answers the same whether or not the user exists.
+		for _, name := range []string{"alice", "nobody"} {
+			if _, _, err := pending.UserForSignIn(ctx, name, store.GateOn); !errors.Is(err, store.ErrBootstrapPending) {
+				t.Fatalf("%s while pending: got %v, want %v", name, err, store.ErrBootstrapPending)
+			}
+		}
+		if u, _, err := pending.UserForSignIn(ctx, "alice", store.GateOff); err != nil || u.ID != alice.ID {
+			t.Fatalf("alice with the gate off: got %+v, %v, want alice", u, err)
+		}
+		mustClaim(t, pending)
+		if u, _, err := pending.UserForSignIn(ctx, "alice", store.GateOn); err != nil || u.ID != alice.ID {
+			t.Fatalf("alice after the claim: got %+v, %v, want alice", u, err)
+		}
+		if _, _, err := pending.UserForSignIn(ctx, "nobody", store.GateOn); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("nobody after the claim: got %v, want %v", err, store.ErrNotFound)
+		}
+	})
+
+	t.Run("List", func(t *testing.T) {
+		a := mustUser(t, st, "list-a", store.RoleAdmin)
+		b := mustUser(t, st, "list-b", store.RoleMember)
+		users, err := st.Users(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(users) != 2 || users[0].ID != a.ID || users[1].ID != b.ID {
+			t.Fatalf("got %+v, want [%d %d] oldest first", users, a.ID, b.ID)
+		}
+	})
+}
+
+func TestUsers_Password(t *testing.T) {
+	ctx := context.Background()
+	st := mustStore(t)
+	mustClaim(t, st)
+	u := mustUser(t, st, "alice", store.RoleMember)
+
+	t.Run("NoPassword", func(t *testing.T) {
+		if _, err := st.PasswordHash(ctx, u.ID); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("PasswordHash: got %v, want %v", err, store.ErrNotFound)
+		}
+		_, hash, err := st.UserByUsername(ctx, "alice")
+		if err != nil || hash != "" {
+			t.Fatalf("UserByUsername: got hash %q, %v, want empty, nil", hash, err)
+		}
+	})
+
+	t.Run("OK", func(t *testing.T) {
+		keep, err := st.CreateSession(ctx, u.ID, time.Hour, store.GateOn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		other, err := st.CreateSession(ctx, u.ID, time.Hour, store.GateOn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.SetPasswordHash(ctx, u.ID, "new-hash", keep.Token); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := st.PasswordHash(ctx, u.ID); err != nil || got != "new-hash" {
+			t.Fatalf("PasswordHash: got %q, %v, want new-hash, nil", got, err)
+		}
+		got, hash, err := st.UserByUsername(ctx, "alice")
+		if err != nil || hash != "new-hash" || !got.HasPassword {
+			t.Fatalf("UserByUsername: got %+v %q, %v, want HasPassword and new-hash", got, hash, err)
+		}
+		if _, err := st.AuthenticateSession(ctx, keep.Token); err != nil {
+			t.Fatalf("the session that changed the password: got %v, want nil", err)
+		}
+		if _, err := st.AuthenticateSession(ctx, other.Token); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("another session after the change: got %v, want %v", err, store.ErrNotFound)
+		}
+	})
+
+	t.Run("ErrNotFound", func(t *testing.T) {
+		if err := st.SetPasswordHash(ctx, 424242, "x", ""); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("got %v, want %v", err, store.ErrNotFound)
+		}
+	})
+}
+
+func TestUsers_Delete(t *testing.T) {
+	ctx := context.Background()
+
+	t.Run("OK", func(t *testing.T) {
+		st := mustStore(t)
+		mustClaim(t, st)
+		admin := mustUser(t, st, "admin", store.RoleAdmin)
+		alice := mustUser(t, st, "alice", store.RoleMember)
+		bob := mustUser(t, st, "bob", store.RoleMember)
+		_, key := mustKey(t, st, alice.ID)
+		sess, err := st.CreateSession(ctx, alice.ID, time.Hour, store.GateOn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Delete the oldest human first: nobody inherits anything from it.
+		for _, id := range []int64{admin.ID, alice.ID} {
+			if err := st.DeleteUser(ctx, id); err != nil {
+				t.Fatalf("delete %d: got %v, want nil", id, err)
+			}
+		}
+		if _, err := st.AuthenticateAPIKey(ctx, key); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("deleted user's key: got %v, want %v", err, store.ErrNotFound)
+		}
+		if _, err := st.AuthenticateSession(ctx, sess.Token); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("deleted user's session: got %v, want %v", err, store.ErrNotFound)
+		}
+		if n := mustCount(t, st, `SELECT count(*) FROM api_keys WHERE user_id = $1`, alice.ID); n != 0 {
+			t.Fatalf("deleted user's key rows: got %d, want 0", n)
+		}
+		got, err := st.User(ctx, bob.ID)
+		if err != nil || got.Role != store.RoleMember {
+			t.Fatalf("bob after the deletions: got %+v, %v, want a member", got, err)
+		}
+	})
+
+	t.Run("ErrNotFound", func(t *testing.T) {
+		st := mustStore(t)
+		if err := st.DeleteUser(ctx, 424242); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("got %v, want %v", err, store.ErrNotFound)
+		}
+	})
+
+	t.Run("ErrProtectedUser", func(t *testing.T) {
+		st := mustStore(t)
+		claim := mustClaim(t, st)
+		if err := st.DeleteUser(ctx, claim.Principal.ID); !errors.Is(err, store.ErrProtectedUser) {
+			t.Fatalf("got %v, want %v", err, store.ErrProtectedUser)
+		}
+		if _, err := st.AuthenticateAPIKey(ctx, claim.Secret); err != nil {
+			t.Fatalf("principal's key after the refused delete: got %v, want nil", err)
+		}
+	})
+}
