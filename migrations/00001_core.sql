@@ -14,6 +14,9 @@ CREATE TABLE users (
     CONSTRAINT users_oidc_identity_pair CHECK ((oidc_issuer IS NULL) = (oidc_subject IS NULL))
 );
 
+-- Names differing only in case would let one person pass for another.
+CREATE UNIQUE INDEX users_username_lower_key ON users (lower(username));
+
 CREATE TABLE api_keys (
     id           BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     user_id      BIGINT      NOT NULL REFERENCES users (id) ON DELETE CASCADE,

@@ -33,6 +33,10 @@ CREATE TRIGGER bootstrap_audit_append_only
     BEFORE UPDATE OR DELETE ON bootstrap_audit
     FOR EACH ROW EXECUTE FUNCTION bootstrap_audit_append_only();
 
+CREATE TRIGGER bootstrap_audit_no_truncate
+    BEFORE TRUNCATE ON bootstrap_audit
+    FOR EACH STATEMENT EXECUTE FUNCTION bootstrap_audit_append_only();
+
 -- An install claimed under the old rule (any user present) keeps working after the upgrade.
 -- The old rule's bootstrap principal, if it exists, is adopted so that a later reset can revoke its keys.
 INSERT INTO bootstrap_state (state, generation, principal_id, last_claim_at)

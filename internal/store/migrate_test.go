@@ -308,6 +308,7 @@ func TestSchema_Constraints(t *testing.T) {
 		for _, sql := range []string{
 			`UPDATE bootstrap_audit SET detail = 'rewritten'`,
 			`DELETE FROM bootstrap_audit`,
+			`TRUNCATE bootstrap_audit`,
 		} {
 			if _, err := st.Pool().Exec(ctx, sql); err == nil {
 				t.Errorf("%s: got nil, want an error", sql)

@@ -70,7 +70,7 @@ func (s *Store) CreateUser(ctx context.Context, nu NewUser) (User, error) {
 	u, err := scanUser(s.pool.QueryRow(ctx, `
 		INSERT INTO users AS u (username, email, role, kind) VALUES ($1, $2, $3, 'human')
 		RETURNING `+userColumns, nu.Username, nu.Email, nu.Role))
-	if isUniqueViolation(err, "users_username_key") {
+	if isUniqueViolation(err, "users_username_key") || isUniqueViolation(err, "users_username_lower_key") {
 		return User{}, fmt.Errorf("username %q: %w", nu.Username, ErrConflict)
 	}
 	return u, wrap(err, "create user")

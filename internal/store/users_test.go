@@ -40,7 +40,12 @@ func TestUsers_Create(t *testing.T) {
 		if !errors.Is(err, store.ErrConflict) {
 			t.Fatalf("got %v, want %v", err, store.ErrConflict)
 		}
-		if n := mustCount(t, st, `SELECT count(*) FROM users WHERE username = 'alice'`); n != 1 {
+		// A name differing only in case would let one person pass for another.
+		_, err = st.CreateUser(ctx, store.NewUser{Username: "ALICE", Email: "other@example.test"})
+		if !errors.Is(err, store.ErrConflict) {
+			t.Fatalf("ALICE: got %v, want %v", err, store.ErrConflict)
+		}
+		if n := mustCount(t, st, `SELECT count(*) FROM users WHERE lower(username) = 'alice'`); n != 1 {
 			t.Fatalf("users named alice: got %d, want 1", n)
 		}
 	})
