@@ -20,10 +20,11 @@ func parseDatabaseFlags(name string, args []string, getenv func(string) string, 
 	if err := fs.Parse(args); err != nil {
 		return "", nil, err
 	}
-	if err := applyEnv(fs, getenv); err != nil {
+	given, err := applyEnv(fs, getenv)
+	if err != nil {
 		return "", nil, err
 	}
-	u, err := fromFile(*url, *file, "database-url")
+	u, err := valueOrFile(given, *url, *file, "database-url")
 	if err == nil && u == "" {
 		err = errors.New("no database: set --database-url or TERDUT_DATABASE_URL (or TERDUT_DATABASE_URL_FILE)")
 	}
@@ -54,6 +55,10 @@ func bootstrap(ctx context.Context, args []string, getenv func(string) string, s
 		return errors.New("usage: terdut-server bootstrap status|claim|reset [--database-url URL]")
 	}
 	sub := args[0]
+	if sub != "status" && sub != "claim" && sub != "reset" {
+		// Refuse before touching the database: opening it would migrate it.
+		return fmt.Errorf("unknown bootstrap command %q: use status, claim or reset", sub)
+	}
 	url, rest, err := parseDatabaseFlags("terdut-server bootstrap "+sub, args[1:], getenv, stderr)
 	if err != nil {
 		return err
@@ -88,7 +93,7 @@ func bootstrap(ctx context.Context, args []string, getenv func(string) string, s
 		fmt.Fprintln(stderr, "Claimed. The API key below is shown once: store it now.")
 		return out.Encode(map[string]any{"generation": res.Generation, "user_id": res.Principal.ID,
 			"username": res.Principal.Username, "api_key_id": res.Key.ID, "api_key": res.Secret})
-	case "reset":
+	default: // "reset", checked above
 		res, err := st.Reset(ctx, who, store.RateLimit{})
 		if err != nil {
 			return err
@@ -97,5 +102,4 @@ func bootstrap(ctx context.Context, args []string, getenv func(string) string, s
 		return out.Encode(map[string]any{"state": store.StatePending, "generation": res.Generation,
 			"revoked_api_keys": res.RevokedAPIKeys, "revoked_sessions": res.RevokedSessions})
 	}
-	return fmt.Errorf("unknown bootstrap command %q: use status, claim or reset", sub)
 }

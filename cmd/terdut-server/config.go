@@ -69,11 +69,11 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 	if fs.NArg() > 0 {
 		return Config{}, fmt.Errorf("unexpected argument %q (settings are flags: see -h)", fs.Arg(0))
 	}
-	if err := applyEnv(fs, getenv); err != nil {
+	given, err := applyEnv(fs, getenv)
+	if err != nil {
 		return Config{}, err
 	}
-	var err error
-	if c.DatabaseURL, err = fromFile(c.DatabaseURL, dbURLFile, "database-url"); err != nil {
+	if c.DatabaseURL, err = valueOrFile(given, c.DatabaseURL, dbURLFile, "database-url"); err != nil {
 		return Config{}, err
 	}
 	if c.OIDCClientSecret, err = fromFile(getenv("TERDUT_OIDC_CLIENT_SECRET"), secretFile, "oidc-client-secret"); err != nil {
@@ -123,8 +123,9 @@ func (c Config) validate() error {
 	return nil
 }
 
-// applyEnv sets every flag not given on the command line from its TERDUT_* variable.
-func applyEnv(fs *flag.FlagSet, getenv func(string) string) error {
+// applyEnv sets every flag not given on the command line from its TERDUT_* variable, and
+// returns the names of the flags that were given on the command line.
+func applyEnv(fs *flag.FlagSet, getenv func(string) string) (map[string]bool, error) {
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	var err error
@@ -132,15 +133,25 @@ func applyEnv(fs *flag.FlagSet, getenv func(string) string) error {
 		env := envName(f.Name)
 		if v := getenv(env); v != "" && !given[f.Name] && err == nil {
 			if e := fs.Set(f.Name, v); e != nil {
-				err = fmt.Errorf("%s: %v", env, e)
+				// Only typed settings (numbers, durations, switches) fail to parse, never a secret.
+				err = fmt.Errorf("%s=%q: invalid value for --%s: %v", env, v, f.Name, e)
 			}
 		}
 	})
-	return err
+	return given, err
 }
 
 func envName(flagName string) string {
 	return "TERDUT_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// valueOrFile resolves a setting that can also be read from a file (--x and --x-file): the
+// command line beats the environment, and where both come from the same place the file wins.
+func valueOrFile(given map[string]bool, value, file, setting string) (string, error) {
+	if given[setting] && !given[setting+"-file"] {
+		return value, nil
+	}
+	return fromFile(value, file, setting)
 }
 
 // fromFile returns the content of file (trimmed) when file is set, else value.

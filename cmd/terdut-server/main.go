@@ -8,6 +8,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -31,16 +33,22 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
 		cmd, args = args[0], args[1:]
 	}
+	var err error
 	switch cmd {
 	case "serve":
-		return serve(ctx, args, getenv, stdout, stderr)
+		err = serve(ctx, args, getenv, stdout, stderr)
 	case "migrate":
-		return migrate(ctx, args, getenv, stdout, stderr)
+		err = migrate(ctx, args, getenv, stdout, stderr)
 	case "bootstrap":
-		return bootstrap(ctx, args, getenv, stdout, stderr)
+		err = bootstrap(ctx, args, getenv, stdout, stderr)
 	case "help":
 		fmt.Fprintln(stdout, "usage: terdut-server [serve|migrate|bootstrap status|claim|reset] [flags]; -h lists the flags")
+	default:
+		err = fmt.Errorf("unknown command %q: use serve, migrate or bootstrap", cmd)
+	}
+	// -h printed the flags, as asked: that is not a failure.
+	if errors.Is(err, flag.ErrHelp) {
 		return nil
 	}
-	return fmt.Errorf("unknown command %q: use serve, migrate or bootstrap", cmd)
+	return err
 }

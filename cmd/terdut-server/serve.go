@@ -121,7 +121,8 @@ func printNextSteps(ctx context.Context, w io.Writer, st *store.Store, cfg Confi
 	}
 	auth := ""
 	if tokens.Configured() {
-		auth = ` -H "Authorization: Bearer $(head -n1 ` + cfg.OperatorTokenFile + `)"`
+		// The first token of the file: blank lines and # comments are not tokens.
+		auth = ` -H "Authorization: Bearer $(grep -m1 -v -E '^[[:space:]]*(#|$)' ` + cfg.OperatorTokenFile + `)"`
 	}
 	fmt.Fprintf(w, "This install is not claimed yet; nobody can sign in until it is. Claim it with:\n"+
 		"  curl -X POST%s %s/api/bootstrap\n"+

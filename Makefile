@@ -1,0 +1,57 @@
+# terdut-server: `make run` starts a working server, `make test` runs every test.
+# Each target is a few lines of plain commands; add new ones to .PHONY.
+
+.PHONY: run test lint
+
+SHELL := bash
+.SHELLFLAGS := -euo pipefail -c
+
+GO ?= go
+
+# Settings of `make run`, unless the environment sets them: listen on :8080, be reached at
+# http://localhost:<that port>. Every other setting comes from its TERDUT_* variable.
+TERDUT_LISTEN ?= :8080
+TERDUT_PUBLIC_URL ?= http://localhost:$(lastword $(subst :, ,$(TERDUT_LISTEN)))
+# Extra flags for the server, e.g. make run ARGS='--log-level debug'.
+ARGS ?=
+
+# run builds terdut-server and serves until Ctrl-C. Without TERDUT_DATABASE_URL (or
+# TERDUT_DATABASE_URL_FILE) it uses a local development Postgres under .dev/ on port 54329,
+# started by scripts/devdb.sh (stop it with `scripts/devdb.sh stop`).
+run: export TERDUT_LISTEN := $(TERDUT_LISTEN)
+run: export TERDUT_PUBLIC_URL := $(TERDUT_PUBLIC_URL)
+run:
+	@if [[ -z "$${TERDUT_DATABASE_URL:-}" && -z "$${TERDUT_DATABASE_URL_FILE:-}" ]]; then \
+		scripts/devdb.sh start; \
+		export TERDUT_DATABASE_URL="$$(scripts/devdb.sh url)"; \
+		echo "make run: using the development database $$TERDUT_DATABASE_URL"; \
+	fi; \
+	$(GO) build -o bin/terdut-server ./cmd/terdut-server; \
+	exec bin/terdut-server $(ARGS)
+
+# test runs every test with the race detector. The tests find Postgres themselves (see the
+# README): nothing to start by hand.
+test:
+	$(GO) test -race -count=1 -timeout 15m ./...
+
+# lint runs go vet and staticcheck (a Go tool of this module: see go.mod).
+lint:
+	$(GO) vet ./...
+	$(GO) tool staticcheck ./...
+
+# e2e runs the tests that drive a real headless Chromium (browsertest/, behind the build tag
+# "browser" so that `make test` needs no browser). scripts/ensure-chromium.sh installs
+# Debian's chromium first when it is missing. The end-to-end tests of real processes (e2e/)
+# run in `make test` too.
+.PHONY: e2e
+e2e:
+	scripts/ensure-chromium.sh
+	$(GO) test -race -count=1 -tags browser ./browsertest/ ./e2e/...
+
+# bench measures the gate's cost, API-key requests against pgbench and sign-ins during a
+# contested claim, each as a ratio to a baseline taken in the same run, on a throwaway
+# Postgres cluster of its own (see bench/README.md). It prints a table and writes the same
+# figures to bench/out/results.json; a missed goal is reported, not an error. About 2.5 minutes.
+.PHONY: bench
+bench:
+	$(GO) test -run '^$$' -bench '^BenchmarkReport$$' -benchtime 1x -count 1 -timeout 10m ./bench

@@ -1,0 +1,152 @@
+package main
+
+import (
+	"io"
+	"log/slog"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+const testDB = "postgres://terdut@db.example:5432/terdut"
+
+// defaultConfig is the Config of a server given only a database URL, with its public URL
+// as a string for comparison.
+func defaultConfig() (Config, string) {
+	return Config{Listen: ":8080", DatabaseURL: testDB, BootstrapGate: true, ResetMax: 5, ResetWindow: time.Minute,
+		PasswordLogin: true, PasswordCost: 12, SessionTTL: 12 * time.Hour, OIDCGroupsClaim: "groups",
+		LogLevel: slog.LevelInfo, ShutdownTimeout: 20 * time.Second}, "http://localhost:8080"
+}
+
+func TestParseConfig(t *testing.T) {
+	urlFile := mustFile(t, "database-url", "  postgres://terdut@from-file:5432/terdut\n")
+	otherURLFile := mustFile(t, "other-database-url", "postgres://terdut@other-file:5432/terdut")
+	secretFile := mustFile(t, "client-secret", "client-secret-from-file\n")
+
+	tests := []struct {
+		name string
+		args []string
+		env  env
+		want func(c *Config, publicURL *string)
+	}{
+		{name: "Defaults", env: env{"TERDUT_DATABASE_URL": testDB}},
+		{name: "Flags", args: []string{"--database-url", testDB, "--listen", "127.0.0.1:9000",
+			"--public-url", "https://terdut.example.com/", "--bootstrap-gate=false", "--operator-token-file", "/run/token",
+			"--bootstrap-reset-limit", "2", "--bootstrap-reset-window", "10m", "--password-login=false",
+			"--password-hash-cost", "10", "--session-ttl", "1h", "--log-level", "debug", "--shutdown-timeout", "5s"},
+			want: func(c *Config, publicURL *string) {
+				c.Listen, *publicURL, c.BootstrapGate, c.OperatorTokenFile = "127.0.0.1:9000", "https://terdut.example.com/", false, "/run/token"
+				c.ResetMax, c.ResetWindow, c.PasswordLogin, c.PasswordCost = 2, 10*time.Minute, false, 10
+				c.SessionTTL, c.LogLevel, c.ShutdownTimeout = time.Hour, slog.LevelDebug, 5*time.Second
+			}},
+		{name: "Env", env: env{"TERDUT_DATABASE_URL": testDB, "TERDUT_LISTEN": ":9090", "TERDUT_PUBLIC_URL": "https://t.example",
+			"TERDUT_BOOTSTRAP_GATE": "false", "TERDUT_OPERATOR_TOKEN_FILE": "/run/token", "TERDUT_BOOTSTRAP_RESET_LIMIT": "3",
+			"TERDUT_BOOTSTRAP_RESET_WINDOW": "30s", "TERDUT_PASSWORD_LOGIN": "false", "TERDUT_PASSWORD_HASH_COST": "4",
+			"TERDUT_SESSION_TTL": "2h", "TERDUT_LOG_LEVEL": "warn", "TERDUT_SHUTDOWN_TIMEOUT": "1s"},
+			want: func(c *Config, publicURL *string) {
+				c.Listen, *publicURL, c.BootstrapGate, c.OperatorTokenFile = ":9090", "https://t.example", false, "/run/token"
+				c.ResetMax, c.ResetWindow, c.PasswordLogin, c.PasswordCost = 3, 30*time.Second, false, 4
+				c.SessionTTL, c.LogLevel, c.ShutdownTimeout = 2*time.Hour, slog.LevelWarn, time.Second
+			}},
+		{name: "FlagBeatsEnv", args: []string{"--listen", ":7000", "--bootstrap-gate=true", "--database-url", testDB},
+			env:  env{"TERDUT_DATABASE_URL": "postgres://env@db/env", "TERDUT_LISTEN": ":9090", "TERDUT_BOOTSTRAP_GATE": "false"},
+			want: func(c *Config, _ *string) { c.Listen = ":7000" }},
+		{name: "DatabaseURLFileFlag", args: []string{"--database-url-file", urlFile},
+			want: func(c *Config, _ *string) { c.DatabaseURL = "postgres://terdut@from-file:5432/terdut" }},
+		{name: "DatabaseURLFileEnv", env: env{"TERDUT_DATABASE_URL_FILE": urlFile},
+			want: func(c *Config, _ *string) { c.DatabaseURL = "postgres://terdut@from-file:5432/terdut" }},
+		{name: "DatabaseURLFlagBeatsFileEnv", args: []string{"--database-url", testDB}, env: env{"TERDUT_DATABASE_URL_FILE": urlFile}},
+		{name: "DatabaseURLFileFlagBeatsEnv", args: []string{"--database-url-file", urlFile}, env: env{"TERDUT_DATABASE_URL": testDB},
+			want: func(c *Config, _ *string) { c.DatabaseURL = "postgres://terdut@from-file:5432/terdut" }},
+		{name: "DatabaseURLFileFlagBeatsFileEnv", args: []string{"--database-url-file", urlFile}, env: env{"TERDUT_DATABASE_URL_FILE": otherURLFile},
+			want: func(c *Config, _ *string) { c.DatabaseURL = "postgres://terdut@from-file:5432/terdut" }},
+		{name: "OIDCSecretFile", args: []string{"--database-url", testDB, "--oidc-issuer", "https://idp.example/realms/x",
+			"--oidc-client-id", "terdut", "--oidc-client-secret-file", secretFile, "--oidc-groups-claim", "roles",
+			"--oidc-allowed-groups", " oncall, sre ,,", "--oidc-admin-groups", "sre"},
+			want: func(c *Config, _ *string) {
+				c.OIDCIssuer, c.OIDCClientID, c.OIDCClientSecret = "https://idp.example/realms/x", "terdut", "client-secret-from-file"
+				c.OIDCGroupsClaim, c.OIDCAllowedGroups, c.OIDCAdminGroups = "roles", []string{"oncall", "sre"}, []string{"sre"}
+			}},
+		{name: "OIDCSecretEnv", env: env{"TERDUT_DATABASE_URL": testDB, "TERDUT_OIDC_ISSUER": "https://idp.example",
+			"TERDUT_OIDC_CLIENT_ID": "terdut", "TERDUT_OIDC_CLIENT_SECRET": "client-secret-from-env"},
+			want: func(c *Config, _ *string) {
+				c.OIDCIssuer, c.OIDCClientID, c.OIDCClientSecret = "https://idp.example", "terdut", "client-secret-from-env"
+			}},
+		{name: "OIDCSecretFileEnv", env: env{"TERDUT_DATABASE_URL": testDB, "TERDUT_OIDC_ISSUER": "https://idp.example",
+			"TERDUT_OIDC_CLIENT_ID": "terdut", "TERDUT_OIDC_CLIENT_SECRET_FILE": secretFile},
+			want: func(c *Config, _ *string) {
+				c.OIDCIssuer, c.OIDCClientID, c.OIDCClientSecret = "https://idp.example", "terdut", "client-secret-from-file"
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := parseConfig("terdut-server", tt.args, tt.env.get, io.Discard)
+			if err != nil {
+				t.Fatalf("got error %v, want none", err)
+			}
+			want, wantURL := defaultConfig()
+			if tt.want != nil {
+				tt.want(&want, &wantURL)
+			}
+			if got.PublicURL == nil || got.PublicURL.String() != wantURL {
+				t.Errorf("got public URL %v, want %s", got.PublicURL, wantURL)
+			}
+			got.PublicURL = nil
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("got %+v,\nwant %+v", got, want)
+			}
+		})
+	}
+}
+
+func TestParseConfig_Invalid(t *testing.T) {
+	emptyFile := mustFile(t, "empty", " \n")
+	db := env{"TERDUT_DATABASE_URL": testDB}
+	oidc := env{"TERDUT_DATABASE_URL": testDB, "TERDUT_OIDC_ISSUER": "https://idp.example", "TERDUT_OIDC_CLIENT_ID": "terdut",
+		"TERDUT_OIDC_CLIENT_SECRET": "s"}
+	tests := []struct {
+		name string
+		args []string
+		env  env
+		want []string // every one must be in the error
+	}{
+		{name: "ErrNoDatabase", want: []string{"no database", "--database-url", "TERDUT_DATABASE_URL", "TERDUT_DATABASE_URL_FILE"}},
+		{name: "ErrUnknownFlag", args: []string{"--no-such-setting"}, env: db, want: []string{"-no-such-setting"}},
+		{name: "ErrArgument", args: []string{"--listen", ":1", "extra"}, env: db, want: []string{`unexpected argument "extra"`}},
+		{name: "ErrFlagValue", args: []string{"--session-ttl", "forever"}, env: db, want: []string{"-session-ttl", "forever"}},
+		{name: "ErrEnvDuration", env: env{"TERDUT_DATABASE_URL": testDB, "TERDUT_SESSION_TTL": "forever"}, want: []string{"TERDUT_SESSION_TTL", "forever"}},
+		{name: "ErrEnvBool", env: env{"TERDUT_DATABASE_URL": testDB, "TERDUT_BOOTSTRAP_GATE": "maybe"}, want: []string{"TERDUT_BOOTSTRAP_GATE", "maybe"}},
+		{name: "ErrEnvInt", env: env{"TERDUT_DATABASE_URL": testDB, "TERDUT_PASSWORD_HASH_COST": "high"}, want: []string{"TERDUT_PASSWORD_HASH_COST"}},
+		{name: "ErrLogLevel", args: []string{"--log-level", "loud"}, env: db, want: []string{`--log-level "loud"`, "debug, info, warn or error"}},
+		{name: "ErrPublicURLScheme", args: []string{"--public-url", "ftp://terdut.example"}, env: db, want: []string{"--public-url", "http:// or https://"}},
+		{name: "ErrPublicURLRelative", args: []string{"--public-url", "terdut.example"}, env: db, want: []string{"--public-url"}},
+		{name: "ErrPasswordCost", args: []string{"--password-hash-cost", "99"}, env: db, want: []string{"--password-hash-cost 99", "4 to 31"}},
+		{name: "ErrSessionTTL", args: []string{"--session-ttl", "10s"}, env: db, want: []string{"--session-ttl", "at least 1m"}},
+		{name: "ErrResetLimit", args: []string{"--bootstrap-reset-limit", "0"}, env: db, want: []string{"--bootstrap-reset-limit"}},
+		{name: "ErrResetWindow", args: []string{"--bootstrap-reset-window", "0s"}, env: db, want: []string{"--bootstrap-reset-window"}},
+		{name: "ErrDatabaseURLFileMissing", args: []string{"--database-url-file", "/nonexistent/terdut-db-url"}, want: []string{"--database-url-file", "/nonexistent/terdut-db-url"}},
+		{name: "ErrDatabaseURLFileEmpty", env: env{"TERDUT_DATABASE_URL_FILE": emptyFile}, want: []string{"--database-url-file", "is empty"}},
+		{name: "ErrOIDCSecretFileEmpty", args: []string{"--oidc-client-secret-file", emptyFile}, env: oidc, want: []string{"--oidc-client-secret-file", "is empty"}},
+		{name: "ErrOIDCIssuer", args: []string{"--oidc-issuer", "idp.example"}, env: oidc, want: []string{`--oidc-issuer "idp.example"`}},
+		{name: "ErrOIDCIncomplete", env: env{"TERDUT_DATABASE_URL": testDB, "TERDUT_OIDC_ISSUER": "https://idp.example"},
+			want: []string{"--oidc-client-id is not", "no client secret: set --oidc-client-secret-file"}},
+		{name: "ErrOIDCGroupsClaim", args: []string{"--oidc-groups-claim", "", "--oidc-allowed-groups", "sre"}, env: oidc,
+			want: []string{"--oidc-groups-claim is empty"}},
+		{name: "ErrSeveral", args: []string{"--password-hash-cost", "1", "--session-ttl", "1s"},
+			want: []string{"no database", "--password-hash-cost 1", "--session-ttl"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := parseConfig("terdut-server", tt.args, tt.env.get, io.Discard)
+			if err == nil {
+				t.Fatalf("got no error, want one mentioning %q", tt.want)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("got error %q, want it to mention %q", err, w)
+				}
+			}
+		})
+	}
+}
