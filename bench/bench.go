@@ -1,0 +1,133 @@
+// Package bench measures terdut-server against baselines taken in the same run on the same
+// machine, so that every figure is a ratio that means the same on a laptop and in CI:
+//
+//   - the bootstrap gate's cost: password sign-ins and OIDC callbacks per second with the gate
+//     on, over the same with the gate off;
+//   - API-key requests (GET /api/me) per second at concurrency 32, over `pgbench -S`
+//     transactions per second at the same concurrency on the same Postgres server;
+//   - p99 password sign-in latency while claims and resets run back to back, over p99 with
+//     none running.
+//
+// Run starts its own throwaway Postgres cluster (package pglocal), instances of the API
+// (package apitest) and an OIDC provider (package oidctest); nothing needs setting up by
+// hand. `make bench` runs BenchmarkReport, which prints the table and writes
+// bench/out/results.json.
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"testing"
+	"time"
+)
+
+// Config sizes a run. The zero value is the full run of `make bench`.
+type Config struct {
+	// Round is how long one measured round lasts (default 1.5s). pgbench counts whole
+	// seconds, so the API-key rounds last Round rounded up to a second, at least two.
+	Round time.Duration
+	// Rounds is how many rounds each side of a comparison gets, interleaved (default 5).
+	Rounds int
+	// NoWarmup skips the unmeasured round each side of a throughput comparison gets first
+	// (connections, caches, first sign-ins): for a quick check that the harness works.
+	NoWarmup bool
+	// Out receives the table; nil discards it.
+	Out io.Writer
+	// Progress receives a line as each measurement starts; nil discards them.
+	Progress io.Writer
+	// JSONPath, if set, is where the report is written as JSON (its directory is created).
+	JSONPath string
+}
+
+func (c Config) withDefaults() Config {
+	if c.Round <= 0 {
+		c.Round = 1500 * time.Millisecond
+	}
+	if c.Rounds <= 0 {
+		c.Rounds = 5
+	}
+	if c.Out == nil {
+		c.Out = io.Discard
+	}
+	if c.Progress == nil {
+		c.Progress = io.Discard
+	}
+	return c
+}
+
+func (c Config) progressf(format string, args ...any) {
+	fmt.Fprintf(c.Progress, "bench: "+format+"\n", args...)
+}
+
+// Report is the outcome of a run.
+type Report struct {
+	Date       time.Time `json:"date"`
+	GoVersion  string    `json:"go_version"`
+	GOMAXPROCS int       `json:"gomaxprocs"`
+	NumCPU     int       `json:"num_cpu"`
+	Postgres   string    `json:"postgres"`
+	Round      string    `json:"round"`
+	Rounds     int       `json:"rounds"`
+	// LoadStart and LoadEnd are the 1-minute load averages when the run started and ended:
+	// well above NumCPU, other work shared the machine and the ratios are noisier.
+	LoadStart float64  `json:"load_average_start,omitempty"`
+	LoadEnd   float64  `json:"load_average_end,omitempty"`
+	Figures   []Figure `json:"figures"`
+}
+
+// Run measures every figure and returns the report, after writing the table to cfg.Out and
+// the JSON to cfg.JSONPath. A missed goal is a result, not a failure: Run fails tb only when
+// it cannot measure (a cluster that does not start, a request that gets a wrong answer).
+func Run(tb testing.TB, cfg Config) Report {
+	tb.Helper()
+	cfg = cfg.withDefaults()
+	start, load := time.Now(), loadAverage()
+	e := newEnv(tb, cfg)
+	rep := Report{Date: start.UTC().Truncate(time.Second), GoVersion: runtime.Version(),
+		GOMAXPROCS: runtime.GOMAXPROCS(0), NumCPU: runtime.NumCPU(), Postgres: e.pgVersion,
+		Round: cfg.Round.String(), Rounds: cfg.Rounds, LoadStart: load}
+	measures := []struct {
+		what string
+		run  func(*env, context.Context) (Figure, error)
+	}{
+		{"gate overhead on password sign-in", (*env).gatePassword},
+		{"gate overhead on the OIDC callback", (*env).gateOIDC},
+		{"API-key requests against pgbench -S", (*env).apiKeys},
+		{"sign-in latency during a contested claim", (*env).contestedSignIn},
+	}
+	for _, m := range measures {
+		cfg.progressf("measuring %s", m.what)
+		f, err := m.run(e, tb.Context())
+		if err != nil {
+			tb.Fatalf("bench: %s: %v", m.what, err)
+		}
+		rep.Figures = append(rep.Figures, f)
+	}
+	rep.LoadEnd = loadAverage()
+	if err := writeTable(cfg.Out, rep); err != nil {
+		tb.Fatalf("bench: write table: %v", err)
+	}
+	if cfg.JSONPath != "" {
+		if err := writeJSON(cfg.JSONPath, rep); err != nil {
+			tb.Fatalf("bench: %v", err)
+		}
+	}
+	cfg.progressf("done in %s", time.Since(start).Round(100*time.Millisecond))
+	return rep
+}
+
+// loadAverage returns the 1-minute load average, or 0 where the system does not say.
+func loadAverage() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	var load float64
+	if _, err := fmt.Sscan(string(b), &load); err != nil {
+		return 0
+	}
+	return load
+}

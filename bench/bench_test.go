@@ -1,0 +1,104 @@
+package bench_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/terdut-server/terdut-server/bench"
+)
+
+// TestRun runs the whole harness in its shortest form, to keep it compiling and working.
+// It checks that every figure was measured and reported, never how fast anything is.
+func TestRun(t *testing.T) {
+	t.Run("OK", func(t *testing.T) {
+		var table bytes.Buffer
+		path := filepath.Join(t.TempDir(), "out", "results.json")
+		rep := bench.Run(t, bench.Config{Round: 200 * time.Millisecond, Rounds: 1, NoWarmup: true,
+			Out: &table, JSONPath: path})
+
+		wantKeys := []string{"gate_password", "gate_oidc", "apikey_vs_pgbench", "contested_p99"}
+		if len(rep.Figures) != len(wantKeys) {
+			t.Fatalf("got %d figures, want %d", len(rep.Figures), len(wantKeys))
+		}
+		for i, f := range rep.Figures {
+			if f.Key != wantKeys[i] {
+				t.Errorf("figure %d: got key %q, want %q", i, f.Key, wantKeys[i])
+			}
+			if !(f.Value > 0) || !(f.Baseline > 0) || math.IsInf(f.Value, 0) || math.IsInf(f.Baseline, 0) {
+				t.Errorf("%s: got value %v and baseline %v, want both positive and finite", f.Key, f.Value, f.Baseline)
+			}
+			if got, want := f.Ratio, f.Value/f.Baseline; got != want {
+				t.Errorf("%s: got ratio %v, want %v", f.Key, got, want)
+			}
+			if f.Key != "contested_p99" && (!(f.CPURatio > 0) || math.IsInf(f.CPURatio, 0)) {
+				t.Errorf("%s: got CPU ratio %v, want it positive and finite", f.Key, f.CPURatio)
+			}
+			if got, want := f.Met, f.Goal.Met(f.Ratio); got != want {
+				t.Errorf("%s: got met %v, want %v", f.Key, got, want)
+			}
+			if !strings.Contains(table.String(), f.Name) {
+				t.Errorf("%s: table does not name the figure %q:\n%s", f.Key, f.Name, table.String())
+			}
+		}
+
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatalf("read JSON: %v", err)
+		}
+		var fromJSON bench.Report
+		if err := json.Unmarshal(b, &fromJSON); err != nil {
+			t.Fatalf("decode JSON: %v", err)
+		}
+		if got, want := len(fromJSON.Figures), len(rep.Figures); got != want {
+			t.Fatalf("JSON: got %d figures, want %d", got, want)
+		}
+		for i, f := range fromJSON.Figures {
+			if f.Key != rep.Figures[i].Key || f.Ratio != rep.Figures[i].Ratio || f.Met != rep.Figures[i].Met {
+				t.Errorf("JSON figure %d: got %s ratio %v met %v, want %s ratio %v met %v", i, f.Key, f.Ratio, f.Met,
+					rep.Figures[i].Key, rep.Figures[i].Ratio, rep.Figures[i].Met)
+			}
+		}
+	})
+}
+
+// TestGoal_Met checks the goal arithmetic the table's last column rests on.
+func TestGoal_Met(t *testing.T) {
+	tests := []struct {
+		goal  bench.Goal
+		ratio float64
+		want  bool
+	}{
+		{bench.AtLeast(0.97), 0.97, true},
+		{bench.AtLeast(0.97), 0.96, false},
+		{bench.AtLeast(0.6), 1.2, true},
+		{bench.AtMost(2), 2, true},
+		{bench.AtMost(2), 2.01, false},
+		{bench.AtMost(2), 0.5, true},
+	}
+	for _, tt := range tests {
+		if got := tt.goal.Met(tt.ratio); got != tt.want {
+			t.Errorf("%s met by %v: got %v, want %v", tt.goal, tt.ratio, got, tt.want)
+		}
+	}
+}
+
+// BenchmarkReport is `make bench`: the full run, once, printing the table to stdout and
+// progress to stderr, writing out/results.json, and reporting each ratio as a metric (for
+// benchstat). Run it with -benchtime 1x: every iteration is a whole report of a minute or two.
+func BenchmarkReport(b *testing.B) {
+	var rep bench.Report
+	for b.Loop() {
+		rep = bench.Run(b, bench.Config{Out: os.Stdout, Progress: os.Stderr,
+			JSONPath: filepath.Join("out", "results.json")})
+	}
+	for _, f := range rep.Figures {
+		b.ReportMetric(f.Ratio, f.Key+"-ratio")
+	}
+	b.ReportMetric(0, "ns/op")
+}

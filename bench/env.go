@@ -1,0 +1,182 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/terdut-server/terdut-server/internal/api"
+	"github.com/terdut-server/terdut-server/internal/apitest"
+	"github.com/terdut-server/terdut-server/internal/oidctest"
+	"github.com/terdut-server/terdut-server/internal/pglocal"
+	"github.com/terdut-server/terdut-server/internal/store"
+)
+
+// The load: how many clients sign in at once, and how many send API-key requests at once.
+const (
+	signInClients = 4
+	apiKeyClients = 32
+)
+
+// Database names on the throwaway cluster.
+const (
+	appDB     = "terdut"
+	pgbenchDB = "pgbench"
+)
+
+// env is what every measurement shares: one throwaway cluster holding the application's
+// database (claimed, with people) and pgbench's, three instances of the API over the
+// application's database, the OIDC provider, and one HTTP client with keep-alive connections.
+type env struct {
+	cfg       Config
+	cluster   *pglocal.Cluster
+	pgbench   string // path of the pgbench binary
+	pgVersion string
+	cpu       cpuMeter
+
+	gateOn   *apitest.Server // the gate on, as servers run by default
+	gateOff  *apitest.Server // the gate off, the baseline of the gate's cost
+	operator *apitest.Server // a third replica, where claims and resets are sent
+	provider *oidctest.Provider
+	people   []apitest.Person // one per API-key client; the first signInClients also sign in
+	client   *client
+
+	oidcRate float64 // the highest OIDC callback rate seen so far, to size the next round
+}
+
+// newEnv starts the cluster, prepares both databases, claims the install and starts the
+// instances. Everything is released when tb ends.
+func newEnv(tb testing.TB, cfg Config) *env {
+	tb.Helper()
+	ctx := tb.Context()
+	e := &env{cfg: cfg, client: newClient()}
+	var err error
+	if e.pgbench, err = findPgbench(); err != nil {
+		tb.Fatalf("bench: %v", err)
+	}
+	cfg.progressf("starting a throwaway PostgreSQL cluster")
+	e.cluster, err = pglocal.Start(ctx, pglocal.Options{})
+	if err != nil {
+		tb.Fatalf("bench: %v", err)
+	}
+	tb.Cleanup(func() {
+		if err := e.cluster.Stop(); err != nil {
+			tb.Errorf("bench: stop cluster: %v", err)
+		}
+	})
+	if e.cpu, err = newCPUMeter(e.cluster.Dir); err != nil {
+		tb.Fatalf("bench: %v", err)
+	}
+	if e.pgVersion, err = e.createDatabases(ctx); err != nil {
+		tb.Fatalf("bench: %v", err)
+	}
+	if _, err := store.Migrate(ctx, e.cluster.URL(appDB)); err != nil {
+		tb.Fatalf("bench: migrate: %v", err)
+	}
+	if out, _, err := e.runPgbench(ctx, "-i", "-s", "1", "-q"); err != nil {
+		tb.Fatalf("bench: pgbench -i: %v\n%s", err, out)
+	}
+
+	e.provider = oidctest.NewProvider(tb)
+	for w := range signInClients {
+		sub := ssoSubject(w)
+		e.provider.AddUser(oidctest.User{Subject: sub, PreferredUsername: sub, Email: sub + "@example.test",
+			Groups: []string{"users"}})
+	}
+	e.gateOn = e.newServer(tb, true)
+	e.gateOff = e.newServer(tb, false)
+	e.operator = e.newServer(tb, true)
+	for i := range apiKeyClients {
+		e.people = append(e.people, apitest.MustPerson(tb, e.gateOn.Store, fmt.Sprintf("bench-%02d", i), store.RoleMember))
+	}
+	e.operator.MustClaim(tb)
+	return e
+}
+
+// newServer starts an instance over the application's database. Passwords are hashed at
+// bcrypt's minimum cost (apitest's default), on both sides of every comparison: the figures
+// measure the gate and the database, not bcrypt. Logs go nowhere, at the production level.
+func (e *env) newServer(tb testing.TB, gate bool) *apitest.Server {
+	tb.Helper()
+	return apitest.NewServer(tb, e.cluster.URL(appDB), func(o *api.Options) {
+		o.Gate = gate
+		o.OIDC = apitest.OIDC(e.provider)
+		// Never refuse a reset of the contested-claim loop. The short window keeps the
+		// limit's count of recent resets as small as a real limit keeps it.
+		o.ResetLimit = store.RateLimit{Max: 1 << 30, Window: time.Second}
+		o.Logger = slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	})
+}
+
+func ssoSubject(w int) string { return fmt.Sprintf("bench-sso-%02d", w) }
+
+// loginBody is the password sign-in request of person i.
+func (e *env) loginBody(i int) []byte {
+	b, _ := json.Marshal(map[string]string{"username": e.people[i].User.Username, "password": e.people[i].Password})
+	return b
+}
+
+// createDatabases creates the application's and pgbench's databases and returns the
+// server's version.
+func (e *env) createDatabases(ctx context.Context) (string, error) {
+	conn, err := pgx.Connect(ctx, e.cluster.URL("postgres"))
+	if err != nil {
+		return "", fmt.Errorf("connect to the cluster: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	for _, db := range []string{appDB, pgbenchDB} {
+		if _, err := conn.Exec(ctx, "CREATE DATABASE "+db); err != nil {
+			return "", fmt.Errorf("create database %s: %w", db, err)
+		}
+	}
+	var version string
+	err = conn.QueryRow(ctx, "SELECT current_setting('server_version')").Scan(&version)
+	return version, err
+}
+
+// runPgbench runs pgbench with args against pgbench's database, as the superuser over TCP
+// (the cluster trusts loopback connections), and returns its combined output and the CPU
+// time pgbench itself used.
+func (e *env) runPgbench(ctx context.Context, args ...string) ([]byte, time.Duration, error) {
+	args = append(args, "-h", "127.0.0.1", "-p", strconv.Itoa(e.cluster.Port), "-U", pglocal.Superuser, pgbenchDB)
+	cmd := exec.CommandContext(ctx, e.pgbench, args...)
+	cmd.Env = append(os.Environ(), "PGSSLMODE=disable", "PGCONNECT_TIMEOUT=10")
+	out, err := cmd.CombinedOutput()
+	if cmd.ProcessState == nil {
+		return out, 0, err
+	}
+	return out, cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime(), err
+}
+
+// findPgbench finds pgbench as pglocal finds the server: on PATH or in the newest
+// /usr/lib/postgresql/*/bin, which is also where the cluster's binaries come from.
+func findPgbench() (string, error) {
+	if p, err := exec.LookPath("pgbench"); err == nil {
+		return p, nil
+	}
+	paths, _ := filepath.Glob("/usr/lib/postgresql/*/bin/pgbench")
+	sort.Slice(paths, func(i, j int) bool { return majorOf(paths[i]) > majorOf(paths[j]) })
+	for _, p := range paths {
+		if fi, err := os.Stat(p); err == nil && fi.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("pgbench not found on PATH or in /usr/lib/postgresql/*/bin; it comes with the PostgreSQL server binaries (e.g. apt-get install postgresql)")
+}
+
+// majorOf extracts N from /usr/lib/postgresql/N/bin/pgbench (0 if not a number).
+func majorOf(path string) float64 {
+	v, _ := strconv.ParseFloat(filepath.Base(filepath.Dir(filepath.Dir(path))), 64)
+	return v
+}
