@@ -37,7 +37,24 @@ test:
 # lint runs go vet and staticcheck (a Go tool of this module: see go.mod).
 lint:
 	$(GO) vet ./...
+	$(GO) vet -tags browser ./browsertest/
 	$(GO) tool staticcheck ./...
+
+# build makes a static binary at bin/terdut-server.
+.PHONY: build
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -o bin/terdut-server ./cmd/terdut-server
+
+# fuzz runs each go test -fuzz target briefly: the operator token file parser, and request
+# decoding, cookies and Bearer tokens through the real handler over a real store. Each
+# worker process starts its own Postgres, so the budget is a count of inputs, not seconds.
+FUZZ_INPUTS ?= 3000x
+.PHONY: fuzz
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 20000x ./internal/optoken/
+	for target in FuzzDecodeRequest FuzzCookie FuzzBearer; do \
+		$(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZ_INPUTS) -parallel 1 ./internal/api/; \
+	done
 
 # e2e runs the tests that drive a real headless Chromium (browsertest/, behind the build tag
 # "browser" so that `make test` needs no browser). scripts/ensure-chromium.sh installs
