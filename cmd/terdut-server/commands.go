@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/terdut-server/terdut-server/internal/store"
 )
@@ -80,8 +81,13 @@ func bootstrap(ctx context.Context, args []string, getenv func(string) string, s
 		if err != nil {
 			return err
 		}
+		audit, err := st.BootstrapAudit(ctx)
+		if err != nil {
+			return err
+		}
 		return out.Encode(map[string]any{"state": b.State, "generation": b.Generation,
-			"last_claim_at": b.LastClaimAt, "last_reset_at": b.LastResetAt})
+			"last_claim_at": b.LastClaimAt, "last_reset_at": b.LastResetAt,
+			"recent_audit": auditJSON(audit[max(0, len(audit)-statusAuditRows):])})
 	case "claim":
 		res, err := st.Claim(ctx, who)
 		if errors.Is(err, store.ErrAlreadyClaimed) {
@@ -102,4 +108,26 @@ func bootstrap(ctx context.Context, args []string, getenv func(string) string, s
 		return out.Encode(map[string]any{"state": store.StatePending, "generation": res.Generation,
 			"revoked_api_keys": res.RevokedAPIKeys, "revoked_sessions": res.RevokedSessions})
 	}
+}
+
+// statusAuditRows is how many of the newest audit rows `bootstrap status` shows.
+const statusAuditRows = 10
+
+type auditRow struct {
+	At         time.Time `json:"at"`
+	Action     string    `json:"action"`
+	Actor      string    `json:"actor"`
+	RemoteAddr string    `json:"remote_addr"`
+	Generation int64     `json:"generation"`
+	State      string    `json:"state"`
+	Detail     string    `json:"detail"`
+}
+
+func auditJSON(entries []store.AuditEntry) []auditRow {
+	rows := make([]auditRow, 0, len(entries))
+	for _, e := range entries {
+		rows = append(rows, auditRow{At: e.At, Action: e.Action, Actor: string(e.Actor), RemoteAddr: e.RemoteAddr,
+			Generation: e.Generation, State: string(e.State), Detail: e.Detail})
+	}
+	return rows
 }

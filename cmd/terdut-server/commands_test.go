@@ -102,6 +102,15 @@ type statusOutput struct {
 	Generation  int64   `json:"generation"`
 	LastClaimAt *string `json:"last_claim_at"`
 	LastResetAt *string `json:"last_reset_at"`
+	RecentAudit []struct {
+		At         string `json:"at"`
+		Action     string `json:"action"`
+		Actor      string `json:"actor"`
+		RemoteAddr string `json:"remote_addr"`
+		Generation int64  `json:"generation"`
+		State      string `json:"state"`
+		Detail     string `json:"detail"`
+	} `json:"recent_audit"`
 }
 
 // resetOutput is what `bootstrap reset` prints.
@@ -196,13 +205,20 @@ func TestBootstrapCLI(t *testing.T) {
 	if second.Generation != 2 || second.UserID != first.UserID || second.APIKey == first.APIKey {
 		t.Errorf("claim after reset: got %+v, want generation 2, the same principal (%d) and a new key", second, first.UserID)
 	}
-	mustStatusCmd(t, e, "complete", 2)
+	final := mustStatusCmd(t, e, "complete", 2)
+	var shown []string
+	for _, a := range final.RecentAudit {
+		shown = append(shown, fmt.Sprintf("%s %s %d %s", a.Action, a.Actor, a.Generation, a.State))
+	}
 
 	want := []string{"backfill migration 0 pending", "claim cli 1 complete", "reset cli 1 pending",
 		"reset cli 1 pending", "claim cli 2 complete"}
 	got := mustQuery(t, db, "SELECT action, actor, generation, state FROM bootstrap_audit ORDER BY id")
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("audit: got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if strings.Join(shown, "\n") != strings.Join(want, "\n") {
+		t.Errorf("bootstrap status's recent_audit: got\n%s\nwant\n%s", strings.Join(shown, "\n"), strings.Join(want, "\n"))
 	}
 }
 
