@@ -36,17 +36,18 @@ func (s *server) handleOIDCLogin() http.Handler {
 			s.fail(w, r, errSSONotConfigured)
 			return
 		}
-		oauth, _, err := s.oidc.get(r.Context())
-		if err != nil {
-			s.fail(w, r, err)
-			return
-		}
+		// The gate answers first: while pending, nobody needs to hear about the provider.
 		state, login := randomString(32), store.OIDCLogin{Nonce: randomString(32), CodeVerifier: oauth2.GenerateVerifier()}
-		err = s.store.SaveOIDCLogin(r.Context(), state, login, oidcLoginTTL, store.Gate(s.opts.Gate))
+		err := s.store.SaveOIDCLogin(r.Context(), state, login, oidcLoginTTL, store.Gate(s.opts.Gate))
 		if errors.Is(err, store.ErrBootstrapPending) {
 			s.refusePending(w, r, "oidc")
 			return
 		}
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		oauth, _, err := s.oidc.get(r.Context())
 		if err != nil {
 			s.fail(w, r, err)
 			return
@@ -115,9 +116,6 @@ func (s *server) finishOIDC(w http.ResponseWriter, r *http.Request) (store.SSOId
 	if !matches || err != nil {
 		return store.SSOIdentity{}, errInvalidState
 	}
-	if err != nil {
-		return store.SSOIdentity{}, err
-	}
 	if e := q.Get("error"); e != "" {
 		return store.SSOIdentity{}, &apiError{Status: http.StatusUnauthorized, Code: "sso_provider_error",
 			Message: "The sign-in provider did not sign you in (" + safeErrorCode(e) + ")."}
@@ -171,8 +169,9 @@ func (s *server) identityFrom(issuer, subject string, claimsOf func(any) error) 
 	if intersects(groups, s.oidc.opts.AdminGroups) {
 		role = store.RoleAdmin
 	}
+	// An address the provider says it has not verified is neither stored nor made a username.
 	email, _ := claims["email"].(string)
-	if validateEmail(email) != nil {
+	if verified, ok := claims["email_verified"].(bool); validateEmail(email) != nil || ok && !verified {
 		email = ""
 	}
 	preferred, _ := claims["preferred_username"].(string)

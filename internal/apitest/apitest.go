@@ -26,6 +26,10 @@ import (
 // OperatorToken is the token NewServer configures unless told otherwise.
 const OperatorToken = "operator-token-for-tests-0123456789abcdef"
 
+// testPasswords is one hasher at bcrypt's minimum cost shared by every instance: making one
+// computes a dummy hash, which adds up over the hundreds of instances a race test starts.
+var testPasswords = sync.OnceValues(func() (*api.Passwords, error) { return api.NewPasswords(bcrypt.MinCost) })
+
 // Server is one terdut-server instance. Several may share one database, as replicas do.
 type Server struct {
 	URL     string
@@ -58,7 +62,7 @@ func NewServer(tb testing.TB, dbURL string, mutate func(*api.Options)) *Server {
 	}
 	base := "http://" + ln.Addr().String()
 	public, _ := url.Parse(base)
-	passwords, err := api.NewPasswords(bcrypt.MinCost)
+	passwords, err := testPasswords()
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -1,0 +1,100 @@
+package apitest
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"testing"
+
+	"github.com/terdut-server/terdut-server/internal/api"
+	"github.com/terdut-server/terdut-server/internal/oidctest"
+)
+
+// OIDC returns options that point an instance at p, with groups in the "groups" claim and
+// no group rules; tests add AllowedGroups and AdminGroups as they need.
+func OIDC(p *oidctest.Provider) *api.OIDCOptions {
+	return &api.OIDCOptions{Issuer: p.Issuer(), ClientID: p.ClientID, ClientSecret: p.ClientSecret,
+		GroupsClaim: "groups"}
+}
+
+// OIDCFlow is a sign-in that an instance started and the provider answered: what a browser
+// holds when the provider sends it back to the callback.
+type OIDCFlow struct {
+	// StateCookie binds the flow to the browser that started it; nil sends none.
+	StateCookie *http.Cookie
+	// Callback is where the provider sent the browser: the callback URL with code and state,
+	// or with error and state.
+	Callback *url.URL
+}
+
+// Request returns the flow's callback as a request to any instance: the callback's path and
+// query, with the state cookie. Tests may change it (headers, query, cookie) before sending it.
+func (f OIDCFlow) Request() Request {
+	return Request{Method: http.MethodGet, Path: f.Callback.RequestURI(), Cookie: f.StateCookie}
+}
+
+// StartOIDC begins a sign-in on s for the provider's user with this subject
+// (GET /auth/oidc/login?login_hint=subject) and has p approve it. It returns an error unless s
+// redirects to the provider with a state cookie and p redirects back; it is safe to call from
+// many goroutines.
+func (s *Server) StartOIDC(ctx context.Context, p *oidctest.Provider, subject string) (OIDCFlow, error) {
+	resp, err := s.Do(Request{Method: http.MethodGet, Path: "/auth/oidc/login?login_hint=" + url.QueryEscape(subject)})
+	if err != nil {
+		return OIDCFlow{}, fmt.Errorf("start sign-in: %w", err)
+	}
+	cookie := resp.Cookie("terdut_oidc_state")
+	authURL := resp.Header.Get("Location")
+	if resp.Status != http.StatusFound || cookie == nil || authURL == "" {
+		return OIDCFlow{}, fmt.Errorf("start sign-in: got %d %s, want 302 with a state cookie", resp.Status, resp.Body)
+	}
+	callback, err := p.TryAuthorize(ctx, authURL)
+	if err != nil {
+		return OIDCFlow{}, err
+	}
+	cb, err := url.Parse(callback)
+	if err != nil {
+		return OIDCFlow{}, fmt.Errorf("provider's redirect: %w", err)
+	}
+	return OIDCFlow{StateCookie: cookie, Callback: cb}, nil
+}
+
+// FinishOIDC sends the flow's callback to s, which need not be the instance that started it.
+// It returns an error only when the request could not be made.
+func (s *Server) FinishOIDC(f OIDCFlow) (Response, error) {
+	return s.Do(f.Request())
+}
+
+// SignInOIDC starts a sign-in on s and finishes it on s, returning the callback's response.
+func (s *Server) SignInOIDC(ctx context.Context, p *oidctest.Provider, subject string) (Response, error) {
+	f, err := s.StartOIDC(ctx, p, subject)
+	if err != nil {
+		return Response{}, err
+	}
+	return s.FinishOIDC(f)
+}
+
+// MustStartOIDC is StartOIDC for the test goroutine.
+func (s *Server) MustStartOIDC(tb testing.TB, p *oidctest.Provider, subject string) OIDCFlow {
+	tb.Helper()
+	f, err := s.StartOIDC(tb.Context(), p, subject)
+	if err != nil {
+		tb.Fatalf("sign in %s: %v", subject, err)
+	}
+	return f
+}
+
+// MustSignInOIDC signs the subject in on s and returns the session cookie; it fails the test
+// unless the callback answers 303 to / with one.
+func (s *Server) MustSignInOIDC(tb testing.TB, p *oidctest.Provider, subject string) *http.Cookie {
+	tb.Helper()
+	resp, err := s.FinishOIDC(s.MustStartOIDC(tb, p, subject))
+	if err != nil {
+		tb.Fatalf("sign in %s: %v", subject, err)
+	}
+	c := resp.Cookie("terdut_session")
+	if resp.Status != http.StatusSeeOther || resp.Header.Get("Location") != "/" || c == nil {
+		tb.Fatalf("sign in %s: got %d %s, want 303 to / with a session cookie", subject, resp.Status, resp.Body)
+	}
+	return c
+}
