@@ -16,17 +16,19 @@ var apiKeyGoal = AtLeast(0.6)
 // pgbenchTPS finds pgbench's figure in its report.
 var pgbenchTPS = regexp.MustCompile(`(?m)^tps = ([0-9.]+) \(without initial connection time\)`)
 
-// apiKeys compares API-key-authenticated GET /api/me per second, sent by apiKeyClients
-// clients each on its own keep-alive connection and with its own key, to the transactions
-// per second of `pgbench -S` (one SELECT by primary key) with as many clients on the same
-// cluster. The rounds alternate and last whole seconds, as pgbench -T counts them.
+// apiKeys compares API-key-authenticated GET /api/me per second at concurrency apiKeyClients
+// to the transactions per second of `pgbench -S` (one SELECT by primary key) with as many
+// clients on the same cluster. The rounds alternate and last whole seconds, as pgbench -T
+// counts them.
 //
-// A third side, in the details, calls store.AuthenticateAPIKey directly from as many
-// goroutines, without HTTP: it splits the gap to pgbench into the database's part and the
-// HTTP layer's (server and load generator, which share the machine's cores).
-func (e *env) apiKeys(ctx context.Context) (Figure, error) {
+// The requests are sent by wrk (see wrk.go) when it is installed, and by the Go client in
+// any case: the Go client's figure is a second row, and the first one when wrk is missing.
+// The Go clients each have their own key and keep-alive connection. A further side, in the
+// details, calls store.AuthenticateAPIKey directly from as many goroutines, without HTTP:
+// it splits the gap to pgbench into the database's part and the HTTP layer's.
+func (e *env) apiKeys(ctx context.Context) ([]Figure, error) {
 	d := time.Duration(e.roundSeconds()) * time.Second
-	ours, direct, theirs := &side{}, &side{}, &side{}
+	goClient, withWrk, direct, theirs := &side{}, &side{}, &side{}, &side{}
 	run := func(into *side, measure func() (result, error)) func() error {
 		return func() error {
 			r, err := measure()
@@ -49,6 +51,9 @@ func (e *env) apiKeys(ctx context.Context) (Figure, error) {
 		})
 		return r.result(), err
 	}
+	overWrk := func() (result, error) {
+		return e.runWrk(ctx, e.gateOn.URL+"/api/me", e.people[0].APIKey, apiKeyClients, d)
+	}
 	inStore := func() (result, error) {
 		r, err := e.driveCPU(ctx, apiKeyClients, d, func(ctx context.Context, c int) (bool, error) {
 			_, err := e.gateOn.Store.AuthenticateAPIKey(ctx, e.people[c].APIKey)
@@ -57,29 +62,54 @@ func (e *env) apiKeys(ctx context.Context) (Figure, error) {
 		return r.result(), err
 	}
 	pgbench := func() (result, error) { return e.pgbenchSelect(ctx) }
-	if err := e.warmUp(run(nil, overHTTP), run(nil, inStore), run(nil, pgbench)); err != nil {
-		return Figure{}, err
+	warm := []func() error{run(nil, overHTTP), run(nil, inStore), run(nil, pgbench)}
+	sides := []func() error{run(goClient, overHTTP), run(direct, inStore), run(theirs, pgbench)}
+	if e.wrk != "" {
+		warm = append([]func() error{run(nil, overWrk)}, warm...)
+		sides = append([]func() error{run(withWrk, overWrk)}, sides...)
 	}
-	if err := alternate(e.cfg.Rounds, run(ours, overHTTP), run(direct, inStore), run(theirs, pgbench)); err != nil {
-		return Figure{}, err
+	if err := e.warmUp(warm...); err != nil {
+		return nil, err
 	}
-	f := newFigure("apikey_vs_pgbench", fmt.Sprintf("GET /api/me with an API key/s / pgbench -S tps, c=%d", apiKeyClients),
-		"/s", median(ours.rates), median(theirs.rates), apiKeyGoal, map[string]any{
-			"clients":                             apiKeyClients,
-			"pgbench":                             fmt.Sprintf("-S -c %d -j 2 -T %d, scale 1, simple protocol", apiKeyClients, e.roundSeconds()),
-			"rounds_api":                          ours.rates,
-			"rounds_pgbench":                      theirs.rates,
-			"rounds_store_direct":                 direct.rates,
-			"store_direct_vs_pgbench":             median(direct.rates) / median(theirs.rates),
-			"cpu_us_per_op_api":                   ours.cpuPerOp(),
-			"cpu_us_per_op_store_direct":          direct.cpuPerOp(),
-			"cpu_us_per_op_pgbench":               theirs.cpuPerOp(),
-			"postgres_cpu_us_per_op_api":          ours.serverCPUPerOp(),
-			"postgres_cpu_us_per_op_store_direct": direct.serverCPUPerOp(),
-			"postgres_cpu_us_per_op_pgbench":      theirs.serverCPUPerOp(),
-		})
-	f.CPURatio = cpuRatio(ours, theirs)
-	return f, nil
+	if err := alternate(e.cfg.Rounds, sides...); err != nil {
+		return nil, err
+	}
+	details := map[string]any{
+		"clients":                             apiKeyClients,
+		"pool_max_conns":                      e.gateOn.Store.Pool().Config().MaxConns,
+		"pgx_exec_mode":                       e.gateOn.Store.Pool().Config().ConnConfig.DefaultQueryExecMode.String(),
+		"pgbench":                             fmt.Sprintf("-S -c %d -j 2 -T %d, scale 1, simple protocol", apiKeyClients, e.roundSeconds()),
+		"rounds_pgbench":                      theirs.rates,
+		"rounds_go_client":                    goClient.rates,
+		"rounds_store_direct":                 direct.rates,
+		"go_client_vs_pgbench":                median(goClient.rates) / median(theirs.rates),
+		"store_direct_vs_pgbench":             median(direct.rates) / median(theirs.rates),
+		"cpu_us_per_op_go_client":             goClient.cpuPerOp(),
+		"cpu_us_per_op_store_direct":          direct.cpuPerOp(),
+		"cpu_us_per_op_pgbench":               theirs.cpuPerOp(),
+		"postgres_cpu_us_per_op_go_client":    goClient.serverCPUPerOp(),
+		"postgres_cpu_us_per_op_store_direct": direct.serverCPUPerOp(),
+		"postgres_cpu_us_per_op_pgbench":      theirs.serverCPUPerOp(),
+		"pgbench_cpu_us_per_op":               theirs.clientCPUPerOp(),
+	}
+	name := func(generator string) string {
+		return fmt.Sprintf("GET /api/me with an API key/s (%s) / pgbench -S tps, c=%d", generator, apiKeyClients)
+	}
+	primary, primaryName := goClient, name("Go client, no wrk")
+	if e.wrk != "" {
+		primary, primaryName = withWrk, name("wrk")
+		details["wrk"] = fmt.Sprintf("-t 2 -c %d -d %ds, one key", apiKeyClients, e.roundSeconds())
+		details["rounds_wrk"] = withWrk.rates
+		details["cpu_us_per_op_wrk"] = withWrk.cpuPerOp()
+		details["postgres_cpu_us_per_op_wrk"] = withWrk.serverCPUPerOp()
+		details["wrk_cpu_us_per_op"] = withWrk.clientCPUPerOp()
+	}
+	f := newFigure("apikey_vs_pgbench", primaryName, "/s", median(primary.rates), median(theirs.rates), apiKeyGoal, details)
+	f.CPURatio = cpuRatio(primary, theirs)
+	g := newFigure("apikey_go_client_vs_pgbench", name("Go client"), "/s", median(goClient.rates),
+		median(theirs.rates), apiKeyGoal, map[string]any{"see": "apikey_vs_pgbench"})
+	g.CPURatio = cpuRatio(goClient, theirs)
+	return []Figure{f, g}, nil
 }
 
 // pgbenchProcessed finds how many transactions pgbench ran.
@@ -126,7 +156,7 @@ func (e *env) pgbenchSelect(ctx context.Context) (result, error) {
 		if err != nil {
 			return result{}, fmt.Errorf("pgbench -S: tps: %w", err)
 		}
-		return result{rate: rate, ops: ops, cpu: cpuTimes{self: client, server: after.server - before.server}}, nil
+		return result{rate: rate, ops: ops, cpu: cpuTimes{self: client, server: after.server - before.server, client: client}}, nil
 	}
 }
 

@@ -3,8 +3,9 @@
 //
 //   - the bootstrap gate's cost: password sign-ins and OIDC callbacks per second with the gate
 //     on, over the same with the gate off;
-//   - API-key requests (GET /api/me) per second at concurrency 32, over `pgbench -S`
-//     transactions per second at the same concurrency on the same Postgres server;
+//   - API-key requests (GET /api/me) per second at concurrency 32, sent by wrk and by Go's
+//     HTTP client, over `pgbench -S` transactions per second at the same concurrency on the
+//     same Postgres server;
 //   - p99 password sign-in latency while claims and resets run back to back, over p99 with
 //     none running.
 //
@@ -40,6 +41,10 @@ type Config struct {
 	Progress io.Writer
 	// JSONPath, if set, is where the report is written as JSON (its directory is created).
 	JSONPath string
+	// InstallWrk lets the run install wrk, the API-key figure's load generator, with
+	// scripts/ensure-wrk.sh (as root, from Debian) when it is missing. Without wrk, or
+	// without this, the figure falls back to the Go client.
+	InstallWrk bool
 }
 
 func (c Config) withDefaults() Config {
@@ -91,20 +96,20 @@ func Run(tb testing.TB, cfg Config) Report {
 		Round: cfg.Round.String(), Rounds: cfg.Rounds, LoadStart: load}
 	measures := []struct {
 		what string
-		run  func(*env, context.Context) (Figure, error)
+		run  func(*env, context.Context) ([]Figure, error)
 	}{
-		{"gate overhead on password sign-in", (*env).gatePassword},
-		{"gate overhead on the OIDC callback", (*env).gateOIDC},
+		{"gate overhead on password sign-in", one((*env).gatePassword)},
+		{"gate overhead on the OIDC callback", one((*env).gateOIDC)},
 		{"API-key requests against pgbench -S", (*env).apiKeys},
-		{"sign-in latency during a contested claim", (*env).contestedSignIn},
+		{"sign-in latency during a contested claim", one((*env).contestedSignIn)},
 	}
 	for _, m := range measures {
 		cfg.progressf("measuring %s", m.what)
-		f, err := m.run(e, tb.Context())
+		fs, err := m.run(e, tb.Context())
 		if err != nil {
 			tb.Fatalf("bench: %s: %v", m.what, err)
 		}
-		rep.Figures = append(rep.Figures, f)
+		rep.Figures = append(rep.Figures, fs...)
 	}
 	rep.LoadEnd = loadAverage()
 	if err := writeTable(cfg.Out, rep); err != nil {
@@ -117,6 +122,14 @@ func Run(tb testing.TB, cfg Config) Report {
 	}
 	cfg.progressf("done in %s", time.Since(start).Round(100*time.Millisecond))
 	return rep
+}
+
+// one adapts a measurement of one figure to Run's list.
+func one(m func(*env, context.Context) (Figure, error)) func(*env, context.Context) ([]Figure, error) {
+	return func(e *env, ctx context.Context) ([]Figure, error) {
+		f, err := m(e, ctx)
+		return []Figure{f}, err
+	}
 }
 
 // loadAverage returns the 1-minute load average, or 0 where the system does not say.

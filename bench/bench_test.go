@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -22,7 +23,7 @@ func TestRun(t *testing.T) {
 		rep := bench.Run(t, bench.Config{Round: 200 * time.Millisecond, Rounds: 1, NoWarmup: true,
 			Out: &table, JSONPath: path})
 
-		wantKeys := []string{"gate_password", "gate_oidc", "apikey_vs_pgbench", "contested_p99"}
+		wantKeys := []string{"gate_password", "gate_oidc", "apikey_vs_pgbench", "apikey_go_client_vs_pgbench", "contested_p99"}
 		if len(rep.Figures) != len(wantKeys) {
 			t.Fatalf("got %d figures, want %d", len(rep.Figures), len(wantKeys))
 		}
@@ -45,6 +46,15 @@ func TestRun(t *testing.T) {
 			if !strings.Contains(table.String(), f.Name) {
 				t.Errorf("%s: table does not name the figure %q:\n%s", f.Key, f.Name, table.String())
 			}
+		}
+
+		// The API-key figure names its load generator: wrk when it is installed.
+		generator := "(Go client, no wrk)"
+		if _, err := exec.LookPath("wrk"); err == nil {
+			generator = "(wrk)"
+		}
+		if got := rep.Figures[2].Name; !strings.Contains(got, generator) {
+			t.Errorf("got API-key figure %q, want it driven by %s", got, generator)
 		}
 
 		b, err := os.ReadFile(path)
@@ -95,7 +105,7 @@ func BenchmarkReport(b *testing.B) {
 	var rep bench.Report
 	for b.Loop() {
 		rep = bench.Run(b, bench.Config{Out: os.Stdout, Progress: os.Stderr,
-			JSONPath: filepath.Join("out", "results.json")})
+			JSONPath: filepath.Join("out", "results.json"), InstallWrk: true})
 	}
 	for _, f := range rep.Figures {
 		b.ReportMetric(f.Ratio, f.Key+"-ratio")

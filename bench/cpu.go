@@ -32,8 +32,10 @@ func newCPUMeter(dataDir string) (cpuMeter, error) {
 	return cpuMeter{postmaster: pid}, nil
 }
 
-// cpuTimes is CPU time used by this process (or by pgbench) and by the Postgres server.
-type cpuTimes struct{ self, server time.Duration }
+// cpuTimes is CPU time used by this process and a load generator in another process (wrk),
+// or by pgbench, and by the Postgres server. client is the other process's share of self,
+// when there is one.
+type cpuTimes struct{ self, server, client time.Duration }
 
 // read returns the CPU time used so far by this process and by the server: the postmaster,
 // its live children (the backends) and its children that have exited (reaped by it).

@@ -44,6 +44,7 @@ type env struct {
 	pgbench   string // path of the pgbench binary
 	pgVersion string
 	cpu       cpuMeter
+	wrk       string // path of wrk, or "" to drive the API-key figure with the Go client
 
 	gateOn   *apitest.Server // the gate on, as servers run by default
 	gateOff  *apitest.Server // the gate off, the baseline of the gate's cost
@@ -87,6 +88,8 @@ func newEnv(tb testing.TB, cfg Config) *env {
 	if out, _, err := e.runPgbench(ctx, "-i", "-s", "1", "-q"); err != nil {
 		tb.Fatalf("bench: pgbench -i: %v\n%s", err, out)
 	}
+
+	e.wrk = e.findWrk(ctx, cfg.InstallWrk)
 
 	e.provider = oidctest.NewProvider(tb)
 	for w := range signInClients {

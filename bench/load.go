@@ -101,6 +101,7 @@ func (s *side) add(r result) {
 	s.ops += r.ops
 	s.cpu.self += r.cpu.self
 	s.cpu.server += r.cpu.server
+	s.cpu.client += r.cpu.client
 }
 
 // cpuPerOp is the CPU time of a request in microseconds, over all the side's rounds.
@@ -108,6 +109,9 @@ func (s *side) cpuPerOp() float64 { return perOp(s.cpu.self+s.cpu.server, s.ops)
 
 // serverCPUPerOp is cpuPerOp's share spent by the Postgres server.
 func (s *side) serverCPUPerOp() float64 { return perOp(s.cpu.server, s.ops) }
+
+// clientCPUPerOp is cpuPerOp's share spent by a load generator in a process of its own.
+func (s *side) clientCPUPerOp() float64 { return perOp(s.cpu.client, s.ops) }
 
 func perOp(d time.Duration, ops int) float64 {
 	return float64(d) / float64(time.Microsecond) / float64(max(ops, 1))
