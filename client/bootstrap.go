@@ -148,16 +148,22 @@ func (c *Client) Whoami(ctx context.Context, apiKey string) (User, error) {
 	return body.User, nil
 }
 
-// CheckKey reports whether apiKey still works: true when the server accepts it, false when
-// the server itself answers 401 unauthorized (a wrong, revoked or empty key). Any other
-// failure is an error and says nothing about the key, and so is a 401 that is not the
-// server's own (from a proxy in front of it, say): never act on those as if the key were dead.
+// PrincipalUsername is the bootstrap principal's username: the machine user every claim's
+// key belongs to.
+const PrincipalUsername = "terdut-operator-bootstrap"
+
+// CheckKey reports whether apiKey is a working key of the bootstrap principal: true when the
+// server accepts it and it belongs to the principal, false when the server itself answers
+// 401 unauthorized (a wrong, revoked or empty key) or the key is some other user's (it
+// proves nothing about the claim). Any other failure is an error and says nothing about the
+// key, and so is a 401 that is not the server's own (from a proxy in front of it, say):
+// never act on those as if the key were dead.
 func (c *Client) CheckKey(ctx context.Context, apiKey string) (bool, error) {
-	_, err := c.Whoami(ctx, apiKey)
+	u, err := c.Whoami(ctx, apiKey)
 	var e *Error
 	switch {
 	case err == nil:
-		return true, nil
+		return u.Username == PrincipalUsername && u.Kind == "service", nil
 	case errors.As(err, &e) && e.Status == http.StatusUnauthorized && e.Code == "unauthorized":
 		return false, nil
 	}

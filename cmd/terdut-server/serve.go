@@ -119,12 +119,14 @@ func printNextSteps(ctx context.Context, w io.Writer, st *store.Store, cfg Confi
 		fmt.Fprintf(w, "Sign in at %s/login\n", base)
 		return
 	}
-	auth := ""
+	claim := "curl -X POST " + base + "/api/bootstrap"
 	if tokens.Configured() {
-		// The first token of the file: blank lines and # comments are not tokens.
-		auth = ` -H "Authorization: Bearer $(grep -m1 -v -E '^[[:space:]]*(#|$)' ` + cfg.OperatorTokenFile + `)"`
+		// The first token of the file (blank lines and # comments are not tokens), handed to
+		// curl on its standard input so that it never sits in a process's arguments.
+		claim = `grep -m1 -v -E '^[[:space:]]*(#|$)' ` + cfg.OperatorTokenFile +
+			` | sed 's/^/Authorization: Bearer /' | curl -H @- -X POST ` + base + "/api/bootstrap"
 	}
 	fmt.Fprintf(w, "This install is not claimed yet; nobody can sign in until it is. Claim it with:\n"+
-		"  curl -X POST%s %s/api/bootstrap\n"+
-		"and keep the api_key it returns (it is shown once). Or run: terdut-server bootstrap claim\n", auth, base)
+		"  %s\n"+
+		"and keep the api_key it returns (it is shown once). Or run: terdut-server bootstrap claim\n", claim)
 }

@@ -219,14 +219,14 @@ func TestServe(t *testing.T) {
 		// Run the claim command the server printed, as a person would paste it.
 		var cmd string
 		for line := range strings.Lines(srv.Stdout.String()) {
-			if strings.HasPrefix(strings.TrimSpace(line), "curl ") {
+			if strings.Contains(line, "curl ") {
 				cmd = strings.ReplaceAll(strings.TrimSpace(line), "http://terdut.test:8080", srv.URL)
 			}
 		}
 		if cmd == "" {
 			t.Fatalf("stdout: got %q, want a curl line to claim the install", srv.Stdout)
 		}
-		mustContain(t, "printed claim command", cmd, "Authorization: Bearer $(", tokenFile)
+		mustContain(t, "printed claim command", cmd, "Authorization: Bearer ", tokenFile, "curl -H @-")
 		out, err := exec.Command("sh", "-c", cmd+` -s -o /dev/null -w "%{http_code}"`).CombinedOutput()
 		if err != nil || string(out) != "201" {
 			t.Errorf("printed claim command %q: got %q (%v), want 201", cmd, out, err)

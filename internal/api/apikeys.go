@@ -41,6 +41,30 @@ func (s *server) requireSelfOrAdmin(next http.Handler) http.Handler {
 	})
 }
 
+var errServiceUser = &apiError{Status: http.StatusForbidden, Code: "service_user",
+	Message: "A machine user's keys are managed only by itself or through the bootstrap claim."}
+
+// refuseOthersServiceUsers keeps people, admins included, away from a machine user's keys:
+// the bootstrap principal acts only through the keys its claims issue, and only a reset
+// revokes them.
+func (s *server) refuseOthersServiceUsers(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id, _ := pathID(r, "id")
+		if principalFrom(r.Context()).User.ID != id {
+			target, err := s.store.User(r.Context(), id)
+			if err != nil {
+				s.writeError(w, r, err)
+				return
+			}
+			if target.Kind == store.KindService {
+				s.writeError(w, r, errServiceUser)
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
 func (s *server) handleAPIKeyCreate() http.Handler {
 	type request struct {
 		Name string `json:"name"`

@@ -64,8 +64,10 @@ func (s *server) handleLogin() http.Handler {
 			fail(err)
 			return
 		}
-		if u.Kind == store.KindService {
-			hash = "" // machine users never sign in interactively
+		if u.Kind == store.KindService || u.OIDCSubject != "" {
+			// Machine users never sign in interactively; SSO users only through their provider,
+			// whose group rules a password would get around.
+			hash = ""
 		}
 		if !s.passwords.Check(hash, req.Password) {
 			s.metrics.signinRefused.WithLabelValues("password", "invalid_credentials").Inc()

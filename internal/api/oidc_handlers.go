@@ -171,7 +171,7 @@ func (s *server) identityFrom(issuer, subject string, claimsOf func(any) error) 
 	}
 	// An address the provider says it has not verified is neither stored nor made a username.
 	email, _ := claims["email"].(string)
-	if verified, ok := claims["email_verified"].(bool); validateEmail(email) != nil || ok && !verified {
+	if validateEmail(email) != nil || unverified(claims["email_verified"]) {
 		email = ""
 	}
 	preferred, _ := claims["preferred_username"].(string)
@@ -184,6 +184,18 @@ func (s *server) identityFrom(issuer, subject string, claimsOf func(any) error) 
 	sum := sha256.Sum256([]byte(issuer + "\x00" + subject))
 	names = append(names, "user-"+hex.EncodeToString(sum[:4]))
 	return store.SSOIdentity{Issuer: issuer, Subject: subject, Email: email, Usernames: names, Role: role}, nil
+}
+
+// unverified reports whether the provider says the address is not verified; some send the
+// claim as a string. A provider that omits it is taken at its word.
+func unverified(v any) bool {
+	switch v := v.(type) {
+	case bool:
+		return !v
+	case string:
+		return !strings.EqualFold(v, "true")
+	}
+	return false
 }
 
 func stringsClaim(v any) []string {

@@ -150,6 +150,13 @@ func TestBootstrap_Reset(t *testing.T) {
 		if resp.Status != http.StatusTooManyRequests || resp.Code() != "rate_limited" || retry < 1 || retry > 60 {
 			t.Fatalf("got %d %s Retry-After %q, want 429 rate_limited with 1..60", resp.Status, resp.Body, resp.Header.Get("Retry-After"))
 		}
+		// Retry-After rounds up: a client that waits what it says is not refused again.
+		remaining := float64(0)
+		_ = a.Store.Pool().QueryRow(context.Background(), `SELECT extract(epoch FROM min(at) + interval '60 seconds' - now())
+			FROM (SELECT at FROM bootstrap_audit WHERE action = 'reset' ORDER BY at DESC LIMIT 3) r`).Scan(&remaining)
+		if float64(retry) < remaining {
+			t.Fatalf("got Retry-After %d, want at least the %.2f s left in the window", retry, remaining)
+		}
 		audit, _ := a.Store.BootstrapAudit(context.Background())
 		if resets := countAction(audit, "reset"); resets != 3 {
 			t.Fatalf("got %d reset audit rows, want 3 (a refused reset writes none)", resets)

@@ -43,9 +43,12 @@ func (s *server) routes() http.Handler {
 		r.Route("/api/users/{id}", func(r chi.Router) {
 			r.Use(s.requireSelfOrAdmin)
 			r.Method(http.MethodPut, "/password", s.handlePasswordSet())
-			r.Method(http.MethodPost, "/api-keys", s.handleAPIKeyCreate())
-			r.Method(http.MethodGet, "/api-keys", s.handleAPIKeyList())
-			r.Method(http.MethodDelete, "/api-keys/{keyID}", s.handleAPIKeyDelete())
+			r.Group(func(r chi.Router) {
+				r.Use(s.refuseOthersServiceUsers)
+				r.Method(http.MethodPost, "/api-keys", s.handleAPIKeyCreate())
+				r.Method(http.MethodGet, "/api-keys", s.handleAPIKeyList())
+				r.Method(http.MethodDelete, "/api-keys/{keyID}", s.handleAPIKeyDelete())
+			})
 
 			// Admins only.
 			r.With(s.requireAdmin).Method(http.MethodDelete, "/", s.handleUserDelete())

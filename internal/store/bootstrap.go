@@ -125,13 +125,13 @@ func ensurePrincipal(ctx context.Context, tx pgx.Tx, id *int64) (User, error) {
 	}
 	u, err := scanUser(tx.QueryRow(ctx, `
 		INSERT INTO users AS u (username, email, role, kind) VALUES ($1, $2, 'admin', 'service')
-		ON CONFLICT (username) DO NOTHING
+		ON CONFLICT DO NOTHING
 		RETURNING `+userColumns, PrincipalUsername, PrincipalEmail))
 	if errors.Is(err, ErrNotFound) {
 		// The name is taken by a user this install never recorded as its principal (created
 		// before the claim state existed). Adopt it only if it is a machine user.
 		u, err = scanUser(tx.QueryRow(ctx, `SELECT `+userColumns+` FROM users u
-			WHERE u.username = $1 AND u.kind = 'service' AND u.password_hash IS NULL
+			WHERE lower(u.username) = lower($1) AND u.kind = 'service' AND u.password_hash IS NULL
 			AND u.oidc_subject IS NULL`, PrincipalUsername))
 		if errors.Is(err, ErrNotFound) {
 			return User{}, fmt.Errorf("the username %q belongs to a person: %w", PrincipalUsername, ErrConflict)

@@ -268,3 +268,24 @@ func TestBootstrap_Reset(t *testing.T) {
 		}
 	})
 }
+
+// TestClaim_PrincipalNameHeldByAPerson: a person already holding the principal's name in
+// another case (possible only in data from before the name was reserved) makes the claim a
+// clear conflict, not an internal error, and changes nothing.
+func TestClaim_PrincipalNameHeldByAPerson(t *testing.T) {
+	ctx := context.Background()
+	st := mustStore(t)
+	if _, err := st.CreateUser(ctx, store.NewUser{Username: "Terdut-Operator-Bootstrap"}); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("CreateUser with the reserved name in another case: got %v, want %v", err, store.ErrConflict)
+	}
+	if _, err := st.Pool().Exec(ctx, `INSERT INTO users (username, kind) VALUES ('TERDUT-OPERATOR-BOOTSTRAP', 'human')`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Claim(ctx, store.AuditInfo{Actor: store.ActorCLI}); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("claim: got %v, want %v", err, store.ErrConflict)
+	}
+	b, err := st.Bootstrap(ctx)
+	if err != nil || b.State != store.StatePending || b.Generation != 0 {
+		t.Fatalf("after the refused claim: got %+v, %v, want pending at generation 0", b, err)
+	}
+}

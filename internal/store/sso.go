@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -80,7 +81,7 @@ func createSSOUser(ctx context.Context, tx pgx.Tx, id SSOIdentity) (u User, crea
 		candidates = append(candidates, fmt.Sprintf("%s-%d", id.Usernames[0], n))
 	}
 	for _, name := range candidates {
-		if name == PrincipalUsername {
+		if strings.EqualFold(name, PrincipalUsername) {
 			continue
 		}
 		u, err = scanUser(tx.QueryRow(ctx, `
@@ -113,7 +114,7 @@ type OIDCLogin struct {
 func (s *Store) SaveOIDCLogin(ctx context.Context, state string, l OIDCLogin, ttl time.Duration, gate Gate) error {
 	var saved bool
 	err := s.pool.QueryRow(ctx, `
-		WITH sweep AS (DELETE FROM oidc_logins WHERE expires_at < now() - interval '1 hour'),
+		WITH sweep AS (DELETE FROM oidc_logins WHERE expires_at < now()),
 		ins AS (
 			INSERT INTO oidc_logins (state_hash, nonce, code_verifier, expires_at)
 			SELECT $1, $2, $3, now() + $4::interval FROM bootstrap_state WHERE NOT $5 OR state = 'complete'

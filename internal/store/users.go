@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -66,6 +67,9 @@ func scanUser(row pgx.Row) (User, error) {
 func (s *Store) CreateUser(ctx context.Context, nu NewUser) (User, error) {
 	if nu.Role == "" {
 		nu.Role = RoleMember
+	}
+	if strings.EqualFold(nu.Username, PrincipalUsername) {
+		return User{}, fmt.Errorf("username %q is reserved for the bootstrap principal: %w", nu.Username, ErrConflict)
 	}
 	u, err := scanUser(s.pool.QueryRow(ctx, `
 		INSERT INTO users AS u (username, email, role, kind) VALUES ($1, $2, $3, 'human')
