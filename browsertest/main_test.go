@@ -12,7 +12,6 @@
 package browsertest
 
 import (
-	"context"
 	"testing"
 
 	"github.com/terdut-server/terdut-server/internal/pgtest"
@@ -20,8 +19,5 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	pgtest.Main(m, func(ctx context.Context, url string) error {
-		_, err := store.Migrate(ctx, url)
-		return err
-	})
+	pgtest.Main(m, store.MigrateUp)
 }

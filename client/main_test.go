@@ -16,10 +16,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	pgtest.Main(m, func(ctx context.Context, url string) error {
-		_, err := store.Migrate(ctx, url)
-		return err
-	})
+	pgtest.Main(m, store.MigrateUp)
 }
 
 // newServer starts one real API instance on a fresh database; mutate adjusts its options.

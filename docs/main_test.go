@@ -1,7 +1,6 @@
 package docs
 
 import (
-	"context"
 	"testing"
 
 	"github.com/terdut-server/terdut-server/internal/pgtest"
@@ -9,8 +8,5 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	pgtest.Main(m, func(ctx context.Context, url string) error {
-		_, err := store.Migrate(ctx, url)
-		return err
-	})
+	pgtest.Main(m, store.MigrateUp)
 }

@@ -1,7 +1,6 @@
 package api_test
 
 import (
-	"context"
 	"testing"
 
 	"github.com/terdut-server/terdut-server/internal/apitest"
@@ -10,10 +9,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	pgtest.Main(m, func(ctx context.Context, url string) error {
-		_, err := store.Migrate(ctx, url)
-		return err
-	})
+	pgtest.Main(m, store.MigrateUp)
 }
 
 // newServer starts one instance on a fresh database.

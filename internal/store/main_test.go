@@ -9,10 +9,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	pgtest.Main(m, func(ctx context.Context, url string) error {
-		_, err := store.Migrate(ctx, url)
-		return err
-	})
+	pgtest.Main(m, store.MigrateUp)
 }
 
 // mustStore opens a store on a fresh, migrated database.

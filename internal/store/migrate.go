@@ -89,3 +89,10 @@ func init() {
 	// goose's package-level logger is only used by its legacy API; keep it quiet.
 	goose.SetLogger(log.New(io.Discard, "", 0))
 }
+
+// MigrateUp is Migrate without the count: the form a test harness or a caller that only
+// cares whether the schema is current takes.
+func MigrateUp(ctx context.Context, url string) error {
+	_, err := Migrate(ctx, url)
+	return err
+}
