@@ -125,7 +125,7 @@ func parseWrk(out []byte) (result, error) {
 	var r result
 	var err error
 	if r.rate, err = strconv.ParseFloat(string(rate[1]), 64); err != nil {
-		return result{}, fmt.Errorf("Requests/sec: %w", err)
+		return result{}, fmt.Errorf("wrk's Requests/sec: %w", err)
 	}
 	if r.ops, err = strconv.Atoi(string(n[1])); err != nil {
 		return result{}, fmt.Errorf("requests: %w", err)
