@@ -16,6 +16,17 @@ import (
 	"github.com/terdut-server/terdut-server/internal/apitest"
 )
 
+// connect opens a connection of the test's own, closed when the test ends.
+func connect(t *testing.T, url string) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	return conn
+}
+
 // holdAPIKeys blocks every insert into api_keys until release is called: a claim that
 // reaches it has already created the principal in its transaction, so interrupting it
 // there tests that nothing of a half-done claim survives.
@@ -48,21 +59,14 @@ func holdAPIKeys(t *testing.T, url string) (release func()) {
 // waitForBlockedInsert waits until a backend is waiting for the api_keys lock, and returns its pid.
 func waitForBlockedInsert(t *testing.T, url string) int {
 	t.Helper()
-	ctx := context.Background()
-	deadline := time.Now().Add(15 * time.Second)
-	for time.Now().Before(deadline) {
+	conn := connect(t, url)
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		var pid int
-		conn, err2 := pgx.Connect(ctx, url)
-		if err2 != nil {
-			t.Fatal(err2)
-		}
-		err2 = conn.QueryRow(ctx, `SELECT pid FROM pg_stat_activity
+		err := conn.QueryRow(context.Background(), `SELECT pid FROM pg_stat_activity
 			WHERE wait_event_type = 'Lock' AND query LIKE '%api_keys%' LIMIT 1`).Scan(&pid)
-		conn.Close(ctx)
-		if err2 == nil {
+		if err == nil {
 			return pid
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
 	t.Fatal("no claim reached its api_keys write within 15 s")
 	return 0
@@ -72,14 +76,10 @@ func waitForBlockedInsert(t *testing.T, url string) int {
 func assertNothingClaimed(t *testing.T, url string) {
 	t.Helper()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := connect(t, url)
 	var state string
 	var gen, users, keys int
-	err = conn.QueryRow(ctx, `SELECT state, generation, (SELECT count(*) FROM users), (SELECT count(*) FROM api_keys)
+	err := conn.QueryRow(ctx, `SELECT state, generation, (SELECT count(*) FROM users), (SELECT count(*) FROM api_keys)
 		FROM bootstrap_state`).Scan(&state, &gen, &users, &keys)
 	if err != nil {
 		t.Fatal(err)
@@ -96,12 +96,7 @@ func TestClaimInterrupted(t *testing.T) {
 		"ClientCancels": func(t *testing.T, url string, pid int, cancel context.CancelFunc) { cancel() },
 		// The database ends the claim's connection mid-transaction.
 		"BackendTerminated": func(t *testing.T, url string, pid int, cancel context.CancelFunc) {
-			conn, err := pgx.Connect(context.Background(), url)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Close(context.Background())
-			if _, err := conn.Exec(context.Background(), `SELECT pg_terminate_backend($1)`, pid); err != nil {
+			if _, err := connect(t, url).Exec(context.Background(), `SELECT pg_terminate_backend($1)`, pid); err != nil {
 				t.Fatal(err)
 			}
 		},
@@ -143,11 +138,7 @@ func TestClaimInterrupted(t *testing.T) {
 func waitIdle(t *testing.T, url string) {
 	t.Helper()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := connect(t, url)
 	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		var open int
 		if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity

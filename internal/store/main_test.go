@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/terdut-server/terdut-server/internal/apitest"
 	"github.com/terdut-server/terdut-server/internal/pgtest"
 	"github.com/terdut-server/terdut-server/internal/store"
 )
@@ -21,12 +22,7 @@ func mustStore(tb testing.TB) *store.Store {
 // mustOpen opens a store on the database at url and closes it when tb ends.
 func mustOpen(tb testing.TB, url string) *store.Store {
 	tb.Helper()
-	st, err := store.Open(context.Background(), url)
-	if err != nil {
-		tb.Fatalf("open store: %v", err)
-	}
-	tb.Cleanup(st.Close)
-	return st
+	return apitest.OpenStore(tb, url)
 }
 
 // mustUser creates a human user with the given role.
