@@ -25,6 +25,8 @@ type Config struct {
 	ResetMax          int
 	ResetWindow       time.Duration
 	PasswordLogin     bool
+	LoginLimitMax     int
+	LoginLimitWindow  time.Duration
 	PasswordCost      int
 	SessionTTL        time.Duration
 	OIDCIssuer        string
@@ -53,6 +55,8 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 	fs.IntVar(&c.ResetMax, "bootstrap-reset-limit", 5, "resets allowed over the API per --bootstrap-reset-window, across replicas")
 	fs.DurationVar(&c.ResetWindow, "bootstrap-reset-window", time.Minute, "window of --bootstrap-reset-limit")
 	fs.BoolVar(&c.PasswordLogin, "password-login", true, "allow sign-in with a username and password")
+	fs.IntVar(&c.LoginLimitMax, "password-login-limit", 10, "failed password sign-ins allowed per username per --password-login-window, across replicas")
+	fs.DurationVar(&c.LoginLimitWindow, "password-login-window", 15*time.Minute, "window of --password-login-limit")
 	fs.IntVar(&c.PasswordCost, "password-hash-cost", 12, "bcrypt cost of stored passwords (4-31)")
 	fs.DurationVar(&c.SessionTTL, "session-ttl", 12*time.Hour, "how long a sign-in lasts")
 	fs.StringVar(&c.OIDCIssuer, "oidc-issuer", "", "OIDC issuer URL; empty turns single sign-on off")
@@ -102,6 +106,9 @@ func (c Config) validate() error {
 	}
 	if c.ResetMax < 1 || c.ResetWindow <= 0 {
 		problems = append(problems, "--bootstrap-reset-limit and --bootstrap-reset-window must be positive")
+	}
+	if c.LoginLimitMax < 1 || c.LoginLimitWindow <= 0 {
+		problems = append(problems, "--password-login-limit and --password-login-window must be positive")
 	}
 	if c.OIDCIssuer != "" {
 		if u, err := url.Parse(c.OIDCIssuer); err != nil || u.Scheme == "" || u.Host == "" {

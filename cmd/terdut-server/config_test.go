@@ -15,7 +15,7 @@ const testDB = "postgres://terdut@db.example:5432/terdut"
 // as a string for comparison.
 func defaultConfig() (Config, string) {
 	return Config{Listen: ":8080", DatabaseURL: testDB, BootstrapGate: true, ResetMax: 5, ResetWindow: time.Minute,
-		PasswordLogin: true, PasswordCost: 12, SessionTTL: 12 * time.Hour, OIDCGroupsClaim: "groups",
+		PasswordLogin: true, LoginLimitMax: 10, LoginLimitWindow: 15 * time.Minute, PasswordCost: 12, SessionTTL: 12 * time.Hour, OIDCGroupsClaim: "groups",
 		LogLevel: slog.LevelInfo, ShutdownTimeout: 20 * time.Second}, "http://localhost:8080"
 }
 
@@ -34,8 +34,10 @@ func TestParseConfig(t *testing.T) {
 		{name: "Flags", args: []string{"--database-url", testDB, "--listen", "127.0.0.1:9000",
 			"--public-url", "https://terdut.example.com/", "--bootstrap-gate=false", "--operator-token-file", "/run/token",
 			"--bootstrap-reset-limit", "2", "--bootstrap-reset-window", "10m", "--password-login=false",
-			"--password-hash-cost", "10", "--session-ttl", "1h", "--log-level", "debug", "--shutdown-timeout", "5s"},
+			"--password-hash-cost", "10", "--session-ttl", "1h", "--log-level", "debug", "--shutdown-timeout", "5s",
+			"--password-login-limit", "3", "--password-login-window", "1h"},
 			want: func(c *Config, publicURL *string) {
+				c.LoginLimitMax, c.LoginLimitWindow = 3, time.Hour
 				c.Listen, *publicURL, c.BootstrapGate, c.OperatorTokenFile = "127.0.0.1:9000", "https://terdut.example.com/", false, "/run/token"
 				c.ResetMax, c.ResetWindow, c.PasswordLogin, c.PasswordCost = 2, 10*time.Minute, false, 10
 				c.SessionTTL, c.LogLevel, c.ShutdownTimeout = time.Hour, slog.LevelDebug, 5*time.Second
@@ -43,8 +45,10 @@ func TestParseConfig(t *testing.T) {
 		{name: "Env", env: env{"TERDUT_DATABASE_URL": testDB, "TERDUT_LISTEN": ":9090", "TERDUT_PUBLIC_URL": "https://t.example",
 			"TERDUT_BOOTSTRAP_GATE": "false", "TERDUT_OPERATOR_TOKEN_FILE": "/run/token", "TERDUT_BOOTSTRAP_RESET_LIMIT": "3",
 			"TERDUT_BOOTSTRAP_RESET_WINDOW": "30s", "TERDUT_PASSWORD_LOGIN": "false", "TERDUT_PASSWORD_HASH_COST": "4",
-			"TERDUT_SESSION_TTL": "2h", "TERDUT_LOG_LEVEL": "warn", "TERDUT_SHUTDOWN_TIMEOUT": "1s"},
+			"TERDUT_SESSION_TTL": "2h", "TERDUT_LOG_LEVEL": "warn", "TERDUT_SHUTDOWN_TIMEOUT": "1s",
+			"TERDUT_PASSWORD_LOGIN_LIMIT": "20", "TERDUT_PASSWORD_LOGIN_WINDOW": "5m"},
 			want: func(c *Config, publicURL *string) {
+				c.LoginLimitMax, c.LoginLimitWindow = 20, 5*time.Minute
 				c.Listen, *publicURL, c.BootstrapGate, c.OperatorTokenFile = ":9090", "https://t.example", false, "/run/token"
 				c.ResetMax, c.ResetWindow, c.PasswordLogin, c.PasswordCost = 3, 30*time.Second, false, 4
 				c.SessionTTL, c.LogLevel, c.ShutdownTimeout = 2*time.Hour, slog.LevelWarn, time.Second
@@ -125,6 +129,8 @@ func TestParseConfig_Invalid(t *testing.T) {
 		{name: "ErrSessionTTL", args: []string{"--session-ttl", "10s"}, env: db, want: []string{"--session-ttl", "at least 1m"}},
 		{name: "ErrResetLimit", args: []string{"--bootstrap-reset-limit", "0"}, env: db, want: []string{"--bootstrap-reset-limit"}},
 		{name: "ErrResetWindow", args: []string{"--bootstrap-reset-window", "0s"}, env: db, want: []string{"--bootstrap-reset-window"}},
+		{name: "ErrLoginLimit", args: []string{"--password-login-limit", "0"}, env: db, want: []string{"--password-login-limit"}},
+		{name: "ErrLoginWindow", args: []string{"--password-login-window", "-1m"}, env: db, want: []string{"--password-login-window"}},
 		{name: "ErrDatabaseURLFileMissing", args: []string{"--database-url-file", "/nonexistent/terdut-db-url"}, want: []string{"--database-url-file", "/nonexistent/terdut-db-url"}},
 		{name: "ErrDatabaseURLFileEmpty", env: env{"TERDUT_DATABASE_URL_FILE": emptyFile}, want: []string{"--database-url-file", "is empty"}},
 		{name: "ErrOIDCSecretFileEmpty", args: []string{"--oidc-client-secret-file", emptyFile}, env: oidc, want: []string{"--oidc-client-secret-file", "is empty"}},

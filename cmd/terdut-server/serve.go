@@ -46,7 +46,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	opts := api.Options{PublicURL: cfg.PublicURL, Gate: cfg.BootstrapGate, PasswordLogin: cfg.PasswordLogin,
 		SessionTTL: cfg.SessionTTL, OperatorTokens: tokens, Passwords: passwords, Logger: log,
-		ResetLimit: store.RateLimit{Max: cfg.ResetMax, Window: cfg.ResetWindow}, Registry: reg, Gatherer: reg}
+		ResetLimit: store.RateLimit{Max: cfg.ResetMax, Window: cfg.ResetWindow},
+		LoginLimit: store.RateLimit{Max: cfg.LoginLimitMax, Window: cfg.LoginLimitWindow}, Registry: reg, Gatherer: reg}
 	if cfg.OIDCIssuer != "" {
 		opts.OIDC = &api.OIDCOptions{Issuer: cfg.OIDCIssuer, ClientID: cfg.OIDCClientID, ClientSecret: cfg.OIDCClientSecret,
 			GroupsClaim: cfg.OIDCGroupsClaim, AllowedGroups: cfg.OIDCAllowedGroups, AdminGroups: cfg.OIDCAdminGroups}

@@ -64,6 +64,11 @@ func (s *server) handleLogin() http.Handler {
 			fail(err)
 			return
 		}
+		if err := s.store.CheckLoginThrottle(r.Context(), name, s.opts.LoginLimit); err != nil {
+			s.metrics.signinRefused.WithLabelValues("password", "rate_limited").Inc()
+			fail(err)
+			return
+		}
 		if u.Kind == store.KindService || u.OIDCSubject != "" {
 			// Machine users never sign in interactively; SSO users only through their provider,
 			// whose group rules a password would get around.
@@ -71,6 +76,10 @@ func (s *server) handleLogin() http.Handler {
 		}
 		if !s.passwords.Check(hash, req.Password) {
 			s.metrics.signinRefused.WithLabelValues("password", "invalid_credentials").Inc()
+			if err := s.store.RecordLoginFailure(r.Context(), name, s.opts.LoginLimit.Window); err != nil {
+				fail(err)
+				return
+			}
 			fail(errBadCredentials)
 			return
 		}

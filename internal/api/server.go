@@ -26,6 +26,8 @@ type Store interface {
 	Users(ctx context.Context) ([]store.User, error)
 	DeleteUser(ctx context.Context, id int64) error
 	UserForSignIn(ctx context.Context, username string, gate store.Gate) (store.User, string, error)
+	CheckLoginThrottle(ctx context.Context, username string, limit store.RateLimit) error
+	RecordLoginFailure(ctx context.Context, username string, window time.Duration) error
 	PasswordHash(ctx context.Context, id int64) (string, error)
 	SetPasswordHash(ctx context.Context, id int64, hash, keepSession string) error
 
@@ -55,6 +57,7 @@ type Options struct {
 	SessionTTL     time.Duration   // how long a sign-in lasts
 	OperatorTokens *optoken.Source // nil: none configured
 	ResetLimit     store.RateLimit // resets over the API, across all replicas
+	LoginLimit     store.RateLimit // failed password sign-ins per username, across all replicas; zero: 10 in 15m
 	OIDC           *OIDCOptions    // nil: single sign-on off
 	Passwords      *Passwords
 	Logger         *slog.Logger
@@ -81,6 +84,9 @@ func NewServer(st Store, opts Options) http.Handler {
 	}
 	if opts.SessionTTL == 0 {
 		s.opts.SessionTTL = 12 * time.Hour
+	}
+	if opts.LoginLimit.Max == 0 {
+		s.opts.LoginLimit = store.RateLimit{Max: 10, Window: 15 * time.Minute}
 	}
 	if opts.Registry == nil {
 		reg := prometheus.NewRegistry()

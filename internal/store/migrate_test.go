@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"io/fs"
 	"sync"
 	"testing"
 
@@ -15,8 +16,14 @@ import (
 	"github.com/terdut-server/terdut-server/migrations"
 )
 
-// latestVersion is the newest migration this binary ships.
-const latestVersion = 2
+// latestVersion is the newest migration this binary ships: migrations are numbered 1, 2, ….
+var latestVersion = func() int {
+	files, err := fs.Glob(migrations.FS, "*.sql")
+	if err != nil {
+		panic(err)
+	}
+	return len(files)
+}()
 
 // mustGoose returns a goose provider over the shipped migrations for the database at url,
 // for stepping the schema up and down one version at a time.
