@@ -55,17 +55,17 @@ func (s *server) handleLogin() http.Handler {
 		if !utf8.ValidString(name) || strings.ContainsRune(name, 0) {
 			name = "" // the database cannot hold such a name (it would fail the query): nobody has it
 		}
-		u, hash, err := s.store.UserForSignIn(r.Context(), name, store.Gate(s.opts.Gate))
-		if errors.Is(err, store.ErrBootstrapPending) {
+		u, hash, err := s.store.UserForSignIn(r.Context(), name, store.Gate(s.opts.Gate), s.opts.LoginLimit)
+		var limited *store.RateLimitedError
+		switch {
+		case errors.Is(err, store.ErrBootstrapPending):
 			s.refusePending(w, r, "password")
 			return
-		}
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
+		case errors.As(err, &limited):
+			s.metrics.signinRefused.WithLabelValues("password", "rate_limited").Inc()
 			fail(err)
 			return
-		}
-		if err := s.store.CheckLoginThrottle(r.Context(), name, s.opts.LoginLimit); err != nil {
-			s.metrics.signinRefused.WithLabelValues("password", "rate_limited").Inc()
+		case err != nil && !errors.Is(err, store.ErrNotFound):
 			fail(err)
 			return
 		}

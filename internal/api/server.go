@@ -25,8 +25,7 @@ type Store interface {
 	User(ctx context.Context, id int64) (store.User, error)
 	Users(ctx context.Context) ([]store.User, error)
 	DeleteUser(ctx context.Context, id int64) error
-	UserForSignIn(ctx context.Context, username string, gate store.Gate) (store.User, string, error)
-	CheckLoginThrottle(ctx context.Context, username string, limit store.RateLimit) error
+	UserForSignIn(ctx context.Context, username string, gate store.Gate, limit store.RateLimit) (store.User, string, error)
 	RecordLoginFailure(ctx context.Context, username string, window time.Duration) error
 	PasswordHash(ctx context.Context, id int64) (string, error)
 	SetPasswordHash(ctx context.Context, id int64, hash, keepSession string) error

@@ -1,7 +1,6 @@
 package store
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -153,36 +152,46 @@ func (s *Store) PasswordHash(ctx context.Context, id int64) (string, error) {
 // UserByUsername returns the user and password hash for a password sign-in.
 // The hash is empty when the user has none; ErrNotFound when no such user exists.
 func (s *Store) UserByUsername(ctx context.Context, username string) (User, string, error) {
-	return s.UserForSignIn(ctx, username, GateOff)
+	return s.UserForSignIn(ctx, username, GateOff, RateLimit{})
 }
 
-// UserForSignIn is UserByUsername for a password sign-in behind the gate: with the gate on
-// it returns ErrBootstrapPending while the install is unclaimed, whether or not the user
-// exists, in the same round trip as the lookup. It is the gate's early answer, before any
-// password is checked; CreateSession takes the binding decision.
-func (s *Store) UserForSignIn(ctx context.Context, username string, gate Gate) (User, string, error) {
+// UserForSignIn is UserByUsername for a password sign-in: the gate, the throttle on guessing
+// and the lookup in one round trip, the same whether or not the user exists. With the gate on
+// it returns ErrBootstrapPending while the install is unclaimed; past limit.Max failed
+// sign-ins for the username within limit.Window (see RecordLoginFailure) it returns
+// *RateLimitedError. It is the early answer, before any password is checked; CreateSession
+// takes the gate's binding decision.
+func (s *Store) UserForSignIn(ctx context.Context, username string, gate Gate, limit RateLimit) (User, string, error) {
 	var hash *string
 	var u User
 	var open bool
-	err := s.pool.QueryRow(ctx, `SELECT `+userColumns+`, u.password_hash,
-		(SELECT NOT $2 OR state = 'complete' FROM bootstrap_state)
-		FROM users u WHERE u.username = $1`, username, bool(gate)).Scan(&u.ID, &u.Username, &u.Email,
-		&u.Role, &u.Kind, &u.OIDCIssuer, &u.OIDCSubject, &u.HasPassword, &u.CreatedAt, &hash, &open)
-	if errors.Is(err, pgx.ErrNoRows) {
-		if gate == GateOn {
-			if b, err := s.Bootstrap(ctx); err != nil || b.State == StatePending {
-				return User{}, "", cmp.Or(wrap(err, "read bootstrap state"), ErrBootstrapPending)
-			}
-		}
-		return User{}, "", ErrNotFound
-	}
-	if err != nil {
+	var failures int
+	var retry time.Duration
+	// One row whether or not the user exists: an absent user scans as id 0.
+	err := s.pool.QueryRow(ctx, `
+		SELECT g.open, f.failures, f.retry,
+			coalesce(u.id, 0), coalesce(u.username, ''), coalesce(u.email, ''), coalesce(u.role, 'member'),
+			coalesce(u.kind, 'human'), coalesce(u.oidc_issuer, ''), coalesce(u.oidc_subject, ''),
+			u.password_hash IS NOT NULL, coalesce(u.created_at, 'epoch'), u.password_hash
+		FROM (SELECT NOT $2 OR state = 'complete' AS open FROM bootstrap_state) g
+		CROSS JOIN (
+			SELECT count(*) AS failures, coalesce(min(at) + $4::interval - now(), '0'::interval) AS retry
+			FROM (SELECT at FROM login_failures WHERE username = $3 AND at > now() - $4::interval
+			      ORDER BY at DESC LIMIT $5) recent
+		) f
+		LEFT JOIN users u ON u.username = $1`,
+		username, bool(gate), throttleKey(username), limit.Window, max(limit.Max, 0)).Scan(&open, &failures, &retry,
+		&u.ID, &u.Username, &u.Email, &u.Role, &u.Kind, &u.OIDCIssuer, &u.OIDCSubject, &u.HasPassword, &u.CreatedAt, &hash)
+	switch {
+	case err != nil:
 		return User{}, "", wrap(err, "find user")
-	}
-	if !open {
+	case !open:
 		return User{}, "", ErrBootstrapPending
-	}
-	if hash == nil {
+	case limit.Max > 0 && failures >= limit.Max:
+		return User{}, "", &RateLimitedError{RetryAfter: max(retry, time.Second)}
+	case u.ID == 0:
+		return User{}, "", ErrNotFound
+	case hash == nil:
 		return u, "", nil
 	}
 	return u, *hash, nil
