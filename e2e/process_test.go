@@ -10,10 +10,11 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/terdut-server/terdut-server/internal/apitest"
 )
 
 // startTimeout bounds how long a process may take to listen and to pass /healthz, and
@@ -31,7 +32,7 @@ type server struct {
 	cmd  *exec.Cmd
 	URL  string // where the process listens, such as http://127.0.0.1:41234
 
-	stdout, stderr syncBuffer
+	stdout, stderr apitest.SyncBuffer
 	listening      chan string   // the address, once the process logs that it listens
 	done           chan struct{} // closed when the process has exited
 	exitErr        error         // cmd.Wait's result, set before done is closed
@@ -172,22 +173,4 @@ func environ(settings map[string]string) []string {
 		env = append(env, k+"="+v)
 	}
 	return env
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent use.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -22,17 +22,7 @@ fi
 if [[ -n ${CHROMIUM:-} ]]; then
   die "CHROMIUM=$CHROMIUM is not an executable file; unset it to use Debian's /usr/bin/chromium"
 fi
-if [[ $(id -u) -ne 0 ]]; then
-  die "$browser is missing; install it as root: apt-get update && apt-get install -y chromium"
-fi
-
-log=$(mktemp)
-trap 'rm -f "$log"' EXIT
-echo "ensure-chromium: installing Debian's chromium package (this takes a minute)" >&2
-if ! { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium; } >"$log" 2>&1; then
-  cat "$log" >&2
-  die "apt-get could not install chromium (output above)"
-fi
+"$(dirname "${BASH_SOURCE[0]}")/apt-install.sh" chromium
 [[ -x $browser ]] || die "apt-get installed chromium but $browser is still missing"
 "$browser" --headless --no-sandbox --version >/dev/null 2>&1 ||
   die "$browser is installed but does not run: try '$browser --headless --no-sandbox --version'"

@@ -89,7 +89,7 @@ func TestAPIKeys_Create(t *testing.T) {
 		if len(hash) != sha256.Size || string(hash) != string(sum[:]) {
 			t.Fatalf("key_hash: got %x (%d bytes), want the 32-byte SHA-256 of the key", hash, len(hash))
 		}
-		if n := rowCount(t, e.srv, `SELECT count(*) FROM api_keys k
+		if n := count(t, e.srv, `SELECT count(*) FROM api_keys k
 			WHERE strpos(k::text, $1) > 0 OR strpos(encode(k.key_hash, 'escape'), $1) > 0`, k.Key); n != 0 {
 			t.Fatalf("rows holding the key in clear: got %d, want 0", n)
 		}
@@ -108,13 +108,13 @@ func TestAPIKeys_Create(t *testing.T) {
 	})
 
 	t.Run("ErrForbidden", func(t *testing.T) {
-		before := rowCount(t, e.srv, `SELECT count(*) FROM api_keys`)
+		before := count(t, e.srv, `SELECT count(*) FROM api_keys`)
 		for _, id := range []int64{e.bob.User.ID, e.admin.User.ID, e.principalID, 424242} {
 			resp := e.do(t, apitest.Request{Method: http.MethodPost, Path: userURL(id, "/api-keys"),
 				Bearer: e.alice.APIKey, Body: map[string]string{"name": "stolen"}})
 			wantAPIError(t, resp, http.StatusForbidden, "forbidden")
 		}
-		if after := rowCount(t, e.srv, `SELECT count(*) FROM api_keys`); after != before {
+		if after := count(t, e.srv, `SELECT count(*) FROM api_keys`); after != before {
 			t.Fatalf("keys: got %d, want %d", after, before)
 		}
 	})

@@ -209,10 +209,9 @@ func TestBootstrap_ConcurrentClaims(t *testing.T) {
 		if created != 1 {
 			t.Fatalf("round %d: got %d claims answered 201 (%v), want exactly 1", round, created, statuses)
 		}
-		var live int
-		if err := servers[0].Store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM api_keys k
-			JOIN bootstrap_state b ON b.principal_id = k.user_id WHERE k.revoked_at IS NULL`).Scan(&live); err != nil || live != 1 {
-			t.Fatalf("round %d: got %d live principal keys (err %v), want 1", round, live, err)
+		if live := count(t, servers[0], `SELECT count(*) FROM api_keys k
+			JOIN bootstrap_state b ON b.principal_id = k.user_id WHERE k.revoked_at IS NULL`); live != 1 {
+			t.Fatalf("round %d: got %d live principal keys, want 1", round, live)
 		}
 	}
 }

@@ -56,9 +56,9 @@ func TestErrors_Unauthorized(t *testing.T) {
 		"OtherCookie":        func(r *apitest.Request) { r.Cookie = &http.Cookie{Name: "session", Value: ended.Value} },
 		"BadBearerAndCookie": func(r *apitest.Request) { r.Bearer = unknown; r.Cookie = e.srv.MustLogin(t, "admin", e.admin.Password) },
 	}
-	before := [3]int{rowCount(t, e.srv, `SELECT count(*) FROM users`),
-		rowCount(t, e.srv, `SELECT count(*) FROM api_keys WHERE revoked_at IS NULL`),
-		rowCount(t, e.srv, `SELECT count(*) FROM users WHERE password_hash IS NOT NULL`)}
+	before := [3]int{count(t, e.srv, `SELECT count(*) FROM users`),
+		count(t, e.srv, `SELECT count(*) FROM api_keys WHERE revoked_at IS NULL`),
+		count(t, e.srv, `SELECT count(*) FROM users WHERE password_hash IS NOT NULL`)}
 	for cname, set := range credentials {
 		t.Run(cname, func(t *testing.T) {
 			for _, req := range coreEndpoints(e) {
@@ -72,9 +72,9 @@ func TestErrors_Unauthorized(t *testing.T) {
 			}
 		})
 	}
-	after := [3]int{rowCount(t, e.srv, `SELECT count(*) FROM users`),
-		rowCount(t, e.srv, `SELECT count(*) FROM api_keys WHERE revoked_at IS NULL`),
-		rowCount(t, e.srv, `SELECT count(*) FROM users WHERE password_hash IS NOT NULL`)}
+	after := [3]int{count(t, e.srv, `SELECT count(*) FROM users`),
+		count(t, e.srv, `SELECT count(*) FROM api_keys WHERE revoked_at IS NULL`),
+		count(t, e.srv, `SELECT count(*) FROM users WHERE password_hash IS NOT NULL`)}
 	if after != before {
 		t.Fatalf("users, live keys, passwords after unauthorized requests: got %v, want %v", after, before)
 	}
@@ -112,7 +112,7 @@ func TestErrors_BadBody(t *testing.T) {
 			"", http.StatusRequestEntityTooLarge, "body_too_large"},
 		"ContentType": {func(f string) string { return `{"` + f + `": "x"}` }, "text/plain", http.StatusUnsupportedMediaType, "unsupported_media_type"},
 	}
-	before := rowCount(t, e.srv, `SELECT count(*) FROM api_keys`) + rowCount(t, e.srv, `SELECT count(*) FROM users`)
+	before := count(t, e.srv, `SELECT count(*) FROM api_keys`) + count(t, e.srv, `SELECT count(*) FROM users`)
 	for ename, ep := range endpoints {
 		t.Run(ename, func(t *testing.T) {
 			for cname, tc := range cases {
@@ -128,7 +128,7 @@ func TestErrors_BadBody(t *testing.T) {
 			}
 		})
 	}
-	after := rowCount(t, e.srv, `SELECT count(*) FROM api_keys`) + rowCount(t, e.srv, `SELECT count(*) FROM users`)
+	after := count(t, e.srv, `SELECT count(*) FROM api_keys`) + count(t, e.srv, `SELECT count(*) FROM users`)
 	if after != before {
 		t.Fatalf("users and keys after bad requests: got %d, want %d", after, before)
 	}

@@ -1,7 +1,6 @@
 package api_test
 
 import (
-	"context"
 	"net/http"
 	"strconv"
 	"strings"
@@ -34,9 +33,8 @@ func TestGate_PendingRefusesPasswordSignIn(t *testing.T) {
 		!strings.Contains(string(page.Body), "still being set up") || page.Header.Get("Retry-After") == "" {
 		t.Fatalf("browser: got %d %q %s, want 503 with the set-up page", page.Status, page.Header.Get("Content-Type"), page.Body)
 	}
-	var sessions int
-	if err := srv.Store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM sessions`).Scan(&sessions); err != nil || sessions != 0 {
-		t.Fatalf("got %d sessions (err %v), want 0", sessions, err)
+	if sessions := count(t, srv, `SELECT count(*) FROM sessions`); sessions != 0 {
+		t.Fatalf("got %d sessions, want 0", sessions)
 	}
 	srv.MustClaim(t)
 	if resp := login(p.User.Username, p.Password, nil); resp.Status != http.StatusOK {

@@ -58,7 +58,7 @@ func TestLogin(t *testing.T) {
 		if got := meStatus(t, e.srv, c); got != http.StatusOK {
 			t.Fatalf("GET /api/me with the cookie: got %d, want 200", got)
 		}
-		if n := rowCount(t, e.srv, `SELECT count(*) FROM sessions WHERE token_hash = sha256(convert_to($1, 'UTF8'))`, c.Value); n != 1 {
+		if n := count(t, e.srv, `SELECT count(*) FROM sessions WHERE token_hash = sha256(convert_to($1, 'UTF8'))`, c.Value); n != 1 {
 			t.Fatalf("sessions stored under the token's hash: got %d, want 1", n)
 		}
 	})
@@ -103,7 +103,7 @@ func TestLogin(t *testing.T) {
 			t.Fatal(err)
 		}
 		e.srv.MustLogin(t, "longpassword", long)
-		sessions := rowCount(t, e.srv, `SELECT count(*) FROM sessions`)
+		sessions := count(t, e.srv, `SELECT count(*) FROM sessions`)
 		var first []byte
 		for name, creds := range map[string][2]string{
 			"UnknownUser":   {"nobody", e.alice.Password},
@@ -127,7 +127,7 @@ func TestLogin(t *testing.T) {
 				t.Errorf("%s: got body %s, want the same body for every failure: %s", name, resp.Body, first)
 			}
 		}
-		if got := rowCount(t, e.srv, `SELECT count(*) FROM sessions`); got != sessions {
+		if got := count(t, e.srv, `SELECT count(*) FROM sessions`); got != sessions {
 			t.Fatalf("sessions: got %d, want %d", got, sessions)
 		}
 		if logs := e.srv.Logs.String(); strings.Contains(logs, e.alice.Password) || strings.Contains(logs, "robot-password") {
@@ -155,7 +155,7 @@ func TestLogin(t *testing.T) {
 		p := apitest.MustPerson(t, srv.Store, "alice", store.RoleMember)
 		resp := login(t, srv, "alice", p.Password, nil)
 		wantAPIError(t, resp, http.StatusForbidden, "password_login_disabled")
-		if n := rowCount(t, srv, `SELECT count(*) FROM sessions`); n != 0 {
+		if n := count(t, srv, `SELECT count(*) FROM sessions`); n != 0 {
 			t.Fatalf("sessions: got %d, want 0", n)
 		}
 		// API keys are unaffected.
@@ -164,14 +164,14 @@ func TestLogin(t *testing.T) {
 	})
 
 	t.Run("ErrCrossOrigin", func(t *testing.T) {
-		sessions := rowCount(t, e.srv, `SELECT count(*) FROM sessions`)
+		sessions := count(t, e.srv, `SELECT count(*) FROM sessions`)
 		for _, h := range []http.Header{
 			{"Origin": {"https://evil.example"}},
 			{"Sec-Fetch-Site": {"cross-site"}},
 		} {
 			wantAPIError(t, login(t, e.srv, "alice", e.alice.Password, h), http.StatusForbidden, "cross_origin")
 		}
-		if got := rowCount(t, e.srv, `SELECT count(*) FROM sessions`); got != sessions {
+		if got := count(t, e.srv, `SELECT count(*) FROM sessions`); got != sessions {
 			t.Fatalf("sessions: got %d, want %d", got, sessions)
 		}
 	})
@@ -195,7 +195,7 @@ func TestLogout(t *testing.T) {
 		if got := meStatus(t, e.srv, c); got != http.StatusUnauthorized {
 			t.Fatalf("the signed-out cookie: got %d, want 401", got)
 		}
-		if n := rowCount(t, e.srv, `SELECT count(*) FROM sessions
+		if n := count(t, e.srv, `SELECT count(*) FROM sessions
 			WHERE token_hash = sha256(convert_to($1, 'UTF8')) AND revoked_at IS NOT NULL`, c.Value); n != 1 {
 			t.Fatalf("revoked sessions with the token: got %d, want 1", n)
 		}
@@ -225,7 +225,7 @@ func TestSessions_Expiry(t *testing.T) {
 	if c.MaxAge <= 0 || c.MaxAge > int(ttl.Seconds()) {
 		t.Fatalf("cookie Max-Age: got %d, want in (0, %d]", c.MaxAge, int(ttl.Seconds()))
 	}
-	if n := rowCount(t, srv, `SELECT count(*) FROM sessions
+	if n := count(t, srv, `SELECT count(*) FROM sessions
 		WHERE token_hash = sha256(convert_to($1, 'UTF8')) AND expires_at - created_at = $2::interval`, c.Value, ttl); n != 1 {
 		t.Fatalf("sessions lasting %v: got %d, want 1", ttl, n)
 	}
@@ -336,7 +336,7 @@ func TestPasswords_Set(t *testing.T) {
 			resp := put(t, apitest.Request{Bearer: key}, e.principalID, map[string]string{"password": "principal-password"})
 			wantAPIError(t, resp, http.StatusForbidden, "service_user")
 		}
-		if n := rowCount(t, e.srv, `SELECT count(*) FROM users WHERE id = $1 AND password_hash IS NOT NULL`, e.principalID); n != 0 {
+		if n := count(t, e.srv, `SELECT count(*) FROM users WHERE id = $1 AND password_hash IS NOT NULL`, e.principalID); n != 0 {
 			t.Fatalf("principal with a password: got %d, want 0", n)
 		}
 		wantLogin(t, store.PrincipalUsername, "principal-password", http.StatusUnauthorized)
@@ -390,8 +390,8 @@ func TestCrossOrigin(t *testing.T) {
 	snapshot := func(t *testing.T) [2]int {
 		t.Helper()
 		return [2]int{
-			rowCount(t, e.srv, `SELECT count(*) FROM users`),
-			rowCount(t, e.srv, `SELECT count(*) FROM api_keys WHERE revoked_at IS NULL`),
+			count(t, e.srv, `SELECT count(*) FROM users`),
+			count(t, e.srv, `SELECT count(*) FROM api_keys WHERE revoked_at IS NULL`),
 		}
 	}
 	var aliceHash string
@@ -414,7 +414,7 @@ func TestCrossOrigin(t *testing.T) {
 		if after := snapshot(t); after != before {
 			t.Fatalf("users, live keys: got %v, want %v", after, before)
 		}
-		if n := rowCount(t, e.srv, `SELECT count(*) FROM users WHERE id = $1 AND password_hash = $2`, e.alice.User.ID, aliceHash); n != 1 {
+		if n := count(t, e.srv, `SELECT count(*) FROM users WHERE id = $1 AND password_hash = $2`, e.alice.User.ID, aliceHash); n != 1 {
 			t.Fatalf("alice's password changed by a cross-site request")
 		}
 		if id, _ := whoAmI(t, e, victim.Key); id != e.alice.User.ID {

@@ -13,7 +13,7 @@ import (
 )
 
 // signInCounts is what a refused sign-in must leave as it was.
-type signInCounts struct{ users, sessions, ssoUsers int64 }
+type signInCounts struct{ users, sessions, ssoUsers int }
 
 func countSignIns(t *testing.T, srv *apitest.Server) signInCounts {
 	t.Helper()

@@ -15,9 +15,9 @@ import (
 )
 
 // count runs a SELECT count(*) query directly on srv's database.
-func count(t *testing.T, srv *apitest.Server, query string, args ...any) int64 {
+func count(t *testing.T, srv *apitest.Server, query string, args ...any) int {
 	t.Helper()
-	var n int64
+	var n int
 	if err := srv.Store.Pool().QueryRow(t.Context(), query, args...).Scan(&n); err != nil {
 		t.Fatalf("%s: %v", query, err)
 	}

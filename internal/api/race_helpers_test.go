@@ -107,7 +107,7 @@ func checkRaceDatabase(t *testing.T, srv *apitest.Server, won try, withSession, 
 	if slices.Sort(ssoUsers); !slices.Equal(subjects, ssoUsers) {
 		t.Errorf("SSO users by subject: got %v, want %v", subjects, ssoUsers)
 	}
-	if n, want := count(t, srv, `SELECT count(*) FROM users`), int64(raceLogins+1+len(ssoUsers)); n != want {
+	if n, want := count(t, srv, `SELECT count(*) FROM users`), raceLogins+1+len(ssoUsers); n != want {
 		t.Errorf("users: got %d, want %d", n, want)
 	}
 	var claim struct{ User me }

@@ -193,7 +193,7 @@ func TestReplicas_ConcurrentFirstSignIns(t *testing.T) {
 		if want := []string{"twin", "twin-b", "twin-c", "twin-d"}; !slices.Equal(subs, want) || !slices.Contains(names, "twin") {
 			t.Errorf("round %d: got subjects %v named %v, want %v, one of them named twin", round, subs, names, want)
 		}
-		if n := count(t, replicas[0], `SELECT count(*) FROM sessions`); n != int64(len(subjects)) {
+		if n := count(t, replicas[0], `SELECT count(*) FROM sessions`); n != len(subjects) {
 			t.Errorf("round %d: sessions: got %d, want %d", round, n, len(subjects))
 		}
 	}

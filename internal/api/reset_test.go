@@ -84,9 +84,7 @@ func TestBootstrap_Reset(t *testing.T) {
 		if me.User.Username != store.PrincipalUsername || mustStatus(t, srv).Generation != 2 {
 			t.Fatalf("got %+v at generation %d, want the principal at generation 2", me, mustStatus(t, srv).Generation)
 		}
-		var principals int
-		_ = srv.Store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM users WHERE kind = 'service'`).Scan(&principals)
-		if principals != 1 {
+		if principals := count(t, srv, `SELECT count(*) FROM users WHERE kind = 'service'`); principals != 1 {
 			t.Fatalf("got %d service users, want the one principal reused", principals)
 		}
 		audit, err := srv.Store.BootstrapAudit(context.Background())

@@ -74,16 +74,6 @@ func wantStatus(t *testing.T, resp apitest.Response, status int) {
 	}
 }
 
-// rowCount runs a count(*) query on the server's database.
-func rowCount(t *testing.T, srv *apitest.Server, query string, args ...any) int {
-	t.Helper()
-	var n int
-	if err := srv.Store.Pool().QueryRow(context.Background(), query, args...).Scan(&n); err != nil {
-		t.Fatalf("query %q: %v", query, err)
-	}
-	return n
-}
-
 type userBody struct {
 	ID        int64  `json:"id"`
 	Username  string `json:"username"`
@@ -195,10 +185,10 @@ func TestUsers_Create(t *testing.T) {
 
 	t.Run("ErrConflict", func(t *testing.T) {
 		for _, name := range []string{"alice", store.PrincipalUsername, "Terdut-Operator-Bootstrap", strings.ToUpper(store.PrincipalUsername)} {
-			before := rowCount(t, e.srv, `SELECT count(*) FROM users`)
+			before := count(t, e.srv, `SELECT count(*) FROM users`)
 			resp := create(t, e.admin.APIKey, map[string]string{"username": name})
 			wantAPIError(t, resp, http.StatusConflict, "conflict")
-			if after := rowCount(t, e.srv, `SELECT count(*) FROM users`); after != before {
+			if after := count(t, e.srv, `SELECT count(*) FROM users`); after != before {
 				t.Fatalf("users after creating %q: got %d, want %d", name, after, before)
 			}
 		}
@@ -406,7 +396,7 @@ func TestUsers_NoPrivilegeFromCountOrID(t *testing.T) {
 		// Down to the principal and a single member: the member is still a member.
 		resp := e.do(t, apitest.Request{Method: http.MethodDelete, Path: userURL(e.admin.User.ID, ""), Bearer: principalKey})
 		wantStatus(t, resp, http.StatusNoContent)
-		if n := rowCount(t, srv, `SELECT count(*) FROM users WHERE kind = 'human'`); n != 1 {
+		if n := count(t, srv, `SELECT count(*) FROM users WHERE kind = 'human'`); n != 1 {
 			t.Fatalf("people left: got %d, want 1", n)
 		}
 		checkMember(t, "bob", e.bob.Password, e.bob.User.ID)
