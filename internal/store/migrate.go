@@ -6,9 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log"
+	"strconv"
+	"strings"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
@@ -22,10 +27,24 @@ var ErrSchemaOutdated = errors.New("database schema is older than this terdut-se
 // ErrSchemaTooNew means the database was migrated by a newer terdut-server that this binary does not know.
 var ErrSchemaTooNew = errors.New("database schema is newer than this terdut-server")
 
-func newProvider(db *sql.DB) (*goose.Provider, error) {
-	return goose.NewProvider(goose.DialectPostgres, db, migrations.FS,
-		goose.WithLogger(goose.NopLogger()))
-}
+// latestVersion is the newest migration this binary ships, from the numeric prefixes of
+// the embedded files' names.
+var latestVersion = sync.OnceValues(func() (int64, error) {
+	files, err := fs.Glob(migrations.FS, "*.sql")
+	if err != nil {
+		return 0, err
+	}
+	var latest int64
+	for _, f := range files {
+		prefix, _, _ := strings.Cut(f, "_")
+		v, err := strconv.ParseInt(prefix, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("migration %s: the name must start with its version number", f)
+		}
+		latest = max(latest, v)
+	}
+	return latest, nil
+})
 
 func openSQL(url string) (*sql.DB, error) {
 	cfg, err := pgx.ParseConfig(url)
@@ -63,19 +82,21 @@ func Migrate(ctx context.Context, url string) (int, error) {
 
 // CheckSchema returns nil when the database is at exactly the version this binary ships,
 // ErrSchemaOutdated when migrations are pending, and ErrSchemaTooNew when it is ahead.
+// It only reads (it backs /readyz): a database goose never touched is simply outdated.
 func (s *Store) CheckSchema(ctx context.Context) error {
-	db := stdlib.OpenDBFromPool(s.pool)
-	defer db.Close()
-	p, err := newProvider(db)
+	latest, err := latestVersion()
 	if err != nil {
 		return fmt.Errorf("load migrations: %w", err)
 	}
-	current, err := p.GetDBVersion(ctx)
+	var current int64
+	err = s.pool.QueryRow(ctx, `SELECT coalesce(max(version_id), 0) FROM goose_db_version WHERE is_applied`).Scan(&current)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "42P01" { // undefined_table: never migrated
+		current, err = 0, nil
+	}
 	if err != nil {
 		return wrap(err, "read schema version")
 	}
-	sources := p.ListSources()
-	latest := sources[len(sources)-1].Version
 	switch {
 	case current < latest:
 		return fmt.Errorf("%w (at %d, want %d)", ErrSchemaOutdated, current, latest)

@@ -156,6 +156,10 @@ func TestCheckSchema(t *testing.T) {
 		if err := st.CheckSchema(ctx); !errors.Is(err, store.ErrSchemaOutdated) {
 			t.Fatalf("got %v, want %v", err, store.ErrSchemaOutdated)
 		}
+		// It backs /readyz, so it only reads: it must not create goose's table.
+		if n := mustCount(t, st, `SELECT count(*) FROM pg_tables WHERE tablename = 'goose_db_version'`); n != 0 {
+			t.Fatalf("goose_db_version after CheckSchema: got %d tables, want 0", n)
+		}
 	})
 
 	t.Run("ErrSchemaTooNew", func(t *testing.T) {
