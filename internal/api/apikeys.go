@@ -46,7 +46,7 @@ var errServiceUser = &apiError{Status: http.StatusForbidden, Code: "service_user
 
 // refuseOthersServiceUsers keeps people, admins included, away from a machine user's keys:
 // the bootstrap principal acts only through the keys its claims issue, and only a reset
-// revokes them.
+// revokes them. Acting on another user, it answers 404 when that user does not exist.
 func (s *server) refuseOthersServiceUsers(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, _ := pathID(r, "id")
@@ -96,11 +96,8 @@ func (s *server) handleAPIKeyList() http.Handler {
 		APIKeys []apiKeyJSON `json:"api_keys"`
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The user exists: it is the caller, or refuseOthersServiceUsers has looked it up.
 		id, _ := pathID(r, "id")
-		if _, err := s.store.User(r.Context(), id); err != nil {
-			s.writeError(w, r, err)
-			return
-		}
 		keys, err := s.store.APIKeys(r.Context(), id)
 		if err != nil {
 			s.writeError(w, r, err)
