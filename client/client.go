@@ -5,8 +5,9 @@
 // pod (--operator-token-file) and gives the same token to this client with
 // [WithOperatorToken]; or, with no shared secret at all, it gives this client the path of
 // its projected service-account token with [WithOperatorTokenFile], which is re-read on
-// every request (the server then runs with --operator-oidc-issuer). It then calls [Client.Reconcile] on every reconcile of a TerdutServer,
-// with the API key it holds in its Secret (or "" when it holds none). Reconcile is the whole
+// every request (the server then runs with --operator-oidc-issuer). It then calls
+// [Client.Reconcile] on every reconcile of a TerdutServer, with the API key it holds in its
+// Secret (or "" when it holds none). Reconcile is the whole
 // recommended bootstrap step: it claims a fresh install, leaves a healthy one alone, and
 // recovers a lost claim by resetting and claiming it again, which touches no person's data.
 //
