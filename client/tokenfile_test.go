@@ -39,7 +39,9 @@ func TestClient_OperatorTokenFile(t *testing.T) {
 	}
 	srv := newServer(t, func(o *api.Options) { o.OperatorTokens, o.OperatorIdentity = nil, v })
 	path := filepath.Join(t.TempDir(), "token")
-	token := func(pod string) string { return is.Sign(t, satest.ServiceAccount("ops", "terdut-operator", pod, "terdut-server")) }
+	token := func(pod string) string {
+		return is.Sign(t, satest.ServiceAccount("ops", "terdut-operator", pod, "terdut-server"))
+	}
 	lastPod := func() string {
 		entries, err := srv.Store.BootstrapAudit(t.Context())
 		if err != nil || len(entries) == 0 {

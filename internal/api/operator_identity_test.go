@@ -3,8 +3,10 @@ package api_test
 import (
 	"crypto/rand"
 	"crypto/rsa"
+	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -209,5 +211,62 @@ func TestOperatorIdentity_IssuerUnavailable(t *testing.T) {
 	}
 	if got := mustStatus(t, srv); got != (statusBody{"pending", 0}) {
 		t.Fatalf("got %+v, want still pending", got)
+	}
+}
+
+// TestOperatorIdentity_ConcurrentClaims: service-account claims raced across two replicas of
+// one database, round after round: exactly one wins each round, the others get 403, and the
+// audit names the winner's pod.
+func TestOperatorIdentity_ConcurrentClaims(t *testing.T) {
+	is := satest.New(t, satest.Options{})
+	v, err := opjwt.New(opjwt.Config{Issuer: is.URL(), Audience: opAudience,
+		Subjects: []string{satest.SubjectOf(opNamespace, opAccount)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := pgtest.MustDatabase(t)
+	mutate := func(o *api.Options) { o.OperatorTokens, o.OperatorIdentity, o.ResetLimit = nil, v, store.RateLimit{} }
+	replicas := []*apitest.Server{apitest.NewServer(t, db, mutate), apitest.NewServer(t, db, mutate)}
+	const rounds, claimants = 5, 8
+	tokens := make([]string, claimants)
+	for i := range tokens {
+		tokens[i] = is.Sign(t, opClaims(fmt.Sprintf("operator-%d", i)))
+	}
+	for round := 1; round <= rounds; round++ {
+		if round > 1 {
+			if resp := reset(t, replicas[round%2], apitest.Request{Bearer: tokens[0]}); resp.Status != http.StatusOK {
+				t.Fatalf("round %d: reset: got %d %s, want 200", round, resp.Status, resp.Body)
+			}
+		}
+		statuses := make([]int, claimants)
+		var wg sync.WaitGroup
+		for i := range claimants {
+			wg.Go(func() {
+				resp, err := replicas[i%2].Do(apitest.Request{Method: http.MethodPost, Path: "/api/bootstrap", Bearer: tokens[i]})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				statuses[i] = resp.Status
+			})
+		}
+		wg.Wait()
+		winner := -1
+		for i, st := range statuses {
+			switch {
+			case st == http.StatusCreated && winner < 0:
+				winner = i
+			case st == http.StatusCreated:
+				t.Fatalf("round %d: claimants %d and %d both got 201, want one", round, winner, i)
+			case st != http.StatusForbidden:
+				t.Fatalf("round %d: claimant %d got %d, want 201 or 403", round, i, st)
+			}
+		}
+		if winner < 0 {
+			t.Fatalf("round %d: got statuses %v, want one 201", round, statuses)
+		}
+		if a := lastAudit(t, replicas[0].Store); a.Action != "claim" || a.Generation != int64(round) || a.Pod != fmt.Sprintf("operator-%d", winner) {
+			t.Fatalf("round %d: audit got %+v, want the claim of generation %d by operator-%d", round, a, round, winner)
+		}
 	}
 }
