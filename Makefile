@@ -52,6 +52,7 @@ FUZZ_INPUTS ?= 3000x
 .PHONY: fuzz
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 20000x ./internal/optoken/
+	$(GO) test -run '^$$' -fuzz '^FuzzVerify$$' -fuzztime $(FUZZ_INPUTS) -parallel 1 ./internal/opjwt/
 	for target in FuzzDecodeRequest FuzzCookie FuzzBearer; do \
 		$(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZ_INPUTS) -parallel 1 ./internal/api/; \
 	done

@@ -110,7 +110,11 @@ func (c *Client) Status(ctx context.Context) (Status, error) {
 // When a Claim fails in transit the key may be lost; Reconcile recovers from that.
 func (c *Client) Claim(ctx context.Context) (Claim, error) {
 	var cl Claim
-	if err := c.call(ctx, http.MethodPost, "/api/bootstrap", c.token, http.StatusCreated, &cl); err != nil {
+	token, err := c.operatorToken("POST /api/bootstrap")
+	if err != nil {
+		return Claim{}, err
+	}
+	if err := c.call(ctx, http.MethodPost, "/api/bootstrap", token, http.StatusCreated, &cl); err != nil {
 		return Claim{}, err
 	}
 	if cl.APIKey.Key == "" {
@@ -127,7 +131,11 @@ func (c *Client) Claim(ctx context.Context) (Claim, error) {
 // the context's.
 func (c *Client) Reset(ctx context.Context) (ResetResult, error) {
 	var rr ResetResult
-	err := c.call(ctx, http.MethodPost, "/api/bootstrap/reset", c.token, http.StatusOK, &rr)
+	token, err := c.operatorToken("POST /api/bootstrap/reset")
+	if err != nil {
+		return rr, err
+	}
+	err = c.call(ctx, http.MethodPost, "/api/bootstrap/reset", token, http.StatusOK, &rr)
 	return rr, err
 }
 

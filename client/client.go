@@ -3,8 +3,11 @@
 //
 // The operator owns an install: it generates the operator token, mounts it into the server's
 // pod (--operator-token-file) and gives the same token to this client with
-// [WithOperatorToken]. It then calls [Client.Reconcile] on every reconcile of a TerdutServer,
-// with the API key it holds in its Secret (or "" when it holds none). Reconcile is the whole
+// [WithOperatorToken]; or, with no shared secret at all, it gives this client the path of
+// its projected service-account token with [WithOperatorTokenFile], which is re-read on
+// every request (the server then runs with --operator-oidc-issuer). It then calls
+// [Client.Reconcile] on every reconcile of a TerdutServer, with the API key it holds in its
+// Secret (or "" when it holds none). Reconcile is the whole
 // recommended bootstrap step: it claims a fresh install, leaves a healthy one alone, and
 // recovers a lost claim by resetting and claiming it again, which touches no person's data.
 //
@@ -49,10 +52,11 @@ const maxBodyBytes = 1 << 20
 // Client calls one terdut-server. It is safe for concurrent use. It is cheap to make, so
 // when the operator token is rotated, make a new one with the new token.
 type Client struct {
-	base    *url.URL
-	http    *http.Client
-	timeout time.Duration
-	token   string
+	base      *url.URL
+	http      *http.Client
+	timeout   time.Duration
+	token     string
+	tokenFile string
 }
 
 // Option configures a Client.
@@ -87,6 +91,17 @@ func WithOperatorToken(token string) Option {
 	return func(c *Client) { c.token = token }
 }
 
+// WithOperatorTokenFile makes [Client.Claim], [Client.Reset] and [Client.Reconcile] send, as
+// the Bearer token, the content of the file at path (surrounding white space trimmed), read
+// afresh on every request: a Kubernetes projected service-account token (audience
+// terdut-server, for a server with --operator-oidc-issuer) that the kubelet rotates on disk,
+// or an operator token kept in a mounted Secret. A file that cannot be read, or that holds
+// no token or one that cannot be sent in a header, fails the request before anything is
+// sent; the error names the file, never its content. Use it instead of [WithOperatorToken].
+func WithOperatorTokenFile(path string) Option {
+	return func(c *Client) { c.tokenFile = path }
+}
+
 // New returns a client of the terdut-server at baseURL, an absolute http:// or https:// URL
 // such as "http://terdut.monitoring.svc:8080" (a path prefix is kept: "https://host/terdut").
 // It fails when baseURL is not such a URL or the operator token cannot be sent in a header.
@@ -103,6 +118,9 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 	c := &Client{base: u, http: &http.Client{}, timeout: DefaultTimeout}
 	for _, o := range opts {
 		o(c)
+	}
+	if c.token != "" && c.tokenFile != "" {
+		return nil, errors.New("client: give the operator token or its file, not both")
 	}
 	if !headerSafe(c.token) {
 		return nil, errors.New("client: the operator token holds spaces, control characters or non-ASCII characters; it cannot be one the server accepts")

@@ -124,9 +124,15 @@ const manifestDir = "../deploy/kubernetes"
 // mustManifests parses every document of every YAML file in manifestDir.
 func mustManifests(t *testing.T) []k8sObject {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join(manifestDir, "*.yaml"))
+	return mustManifestsIn(t, manifestDir)
+}
+
+// mustManifestsIn parses every document of every YAML file in dir (not below it).
+func mustManifestsIn(t *testing.T, dir string) []k8sObject {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	if err != nil || len(files) == 0 {
-		t.Fatalf("got files %v (%v), want the example manifests in %s", files, err, manifestDir)
+		t.Fatalf("got files %v (%v), want the example manifests in %s", files, err, dir)
 	}
 	var objs []k8sObject
 	for _, f := range files {
@@ -166,20 +172,30 @@ func (o k8sObject) decode(t *testing.T, v any) {
 // flagPattern finds the flags that parseConfig defines, such as fs.StringVar(&x, "listen", ...).
 var flagPattern = regexp.MustCompile(`fs\.\w+Var\(&[\w.]+,\s*"([a-z0-9-]+)"`)
 
-// mustServeFlags returns the names of terdut-server's flags, read from its source.
+// mustServeFlags returns the names of terdut-server's flags, read from its source: config.go
+// and the config_*.go files beside it.
 func mustServeFlags(t *testing.T) []string {
 	t.Helper()
-	src, err := os.ReadFile("../cmd/terdut-server/config.go")
+	files, err := filepath.Glob("../cmd/terdut-server/config*.go")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var flags []string
-	for _, m := range flagPattern.FindAllStringSubmatch(string(src), -1) {
-		flags = append(flags, m[1])
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range flagPattern.FindAllStringSubmatch(string(src), -1) {
+			flags = append(flags, m[1])
+		}
 	}
 	// The pattern must keep finding them: a config.go written differently would otherwise
 	// leave nothing to check against.
-	for _, want := range []string{"listen", "database-url-file", "operator-token-file", "bootstrap-gate", "oidc-issuer"} {
+	for _, want := range []string{"listen", "database-url-file", "operator-token-file", "bootstrap-gate", "oidc-issuer", "operator-oidc-issuer"} {
 		if !slices.Contains(flags, want) {
 			t.Fatalf("got flags %v from config.go, want them to include %q: has the way flags are defined changed?", flags, want)
 		}

@@ -121,13 +121,17 @@ type auditRow struct {
 	Generation int64     `json:"generation"`
 	State      string    `json:"state"`
 	Detail     string    `json:"detail"`
+	AuthMethod string    `json:"auth_method,omitempty"` // how the operator proved itself
+	Subject    string    `json:"subject,omitempty"`     // its service account, for a service_account claim
+	Pod        string    `json:"pod,omitempty"`         // and the pod its token was bound to
 }
 
 func auditJSON(entries []store.AuditEntry) []auditRow {
 	rows := make([]auditRow, 0, len(entries))
 	for _, e := range entries {
 		rows = append(rows, auditRow{At: e.At, Action: e.Action, Actor: string(e.Actor), RemoteAddr: e.RemoteAddr,
-			Generation: e.Generation, State: string(e.State), Detail: e.Detail})
+			Generation: e.Generation, State: string(e.State), Detail: e.Detail, AuthMethod: string(e.Method),
+			Subject: e.Subject, Pod: e.Pod})
 	}
 	return rows
 }

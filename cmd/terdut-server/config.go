@@ -22,6 +22,7 @@ type Config struct {
 	PublicURL         *url.URL
 	BootstrapGate     bool
 	OperatorTokenFile string
+	OperatorOIDC      OperatorOIDCConfig
 	ResetMax          int
 	ResetWindow       time.Duration
 	PasswordLogin     bool
@@ -52,6 +53,7 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 	fs.StringVar(&publicURL, "public-url", "http://localhost:8080", "URL where people reach this server")
 	fs.BoolVar(&c.BootstrapGate, "bootstrap-gate", true, "refuse every sign-in until the install is claimed")
 	fs.StringVar(&c.OperatorTokenFile, "operator-token-file", "", "file of operator tokens, one a line (32+ characters each)")
+	c.OperatorOIDC.define(fs)
 	fs.IntVar(&c.ResetMax, "bootstrap-reset-limit", 5, "resets allowed over the API per --bootstrap-reset-window, across replicas")
 	fs.DurationVar(&c.ResetWindow, "bootstrap-reset-window", time.Minute, "window of --bootstrap-reset-limit")
 	fs.BoolVar(&c.PasswordLogin, "password-login", true, "allow sign-in with a username and password")
@@ -124,6 +126,7 @@ func (c Config) validate() error {
 			problems = append(problems, "--oidc-groups-claim is empty but group rules are set")
 		}
 	}
+	problems = append(problems, c.OperatorOIDC.problems()...)
 	if len(problems) > 0 {
 		return errors.New("invalid settings:\n  - " + strings.Join(problems, "\n  - "))
 	}

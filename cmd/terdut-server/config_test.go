@@ -1,8 +1,11 @@
 package main
 
 import (
+	"encoding/pem"
 	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"strings"
 	"testing"
@@ -16,13 +19,15 @@ const testDB = "postgres://terdut@db.example:5432/terdut"
 func defaultConfig() (Config, string) {
 	return Config{Listen: ":8080", DatabaseURL: testDB, BootstrapGate: true, ResetMax: 5, ResetWindow: time.Minute,
 		PasswordLogin: true, LoginLimitMax: 10, LoginLimitWindow: 15 * time.Minute, PasswordCost: 12, SessionTTL: 12 * time.Hour, OIDCGroupsClaim: "groups",
-		LogLevel: slog.LevelInfo, ShutdownTimeout: 20 * time.Second}, "http://localhost:8080"
+		LogLevel: slog.LevelInfo, ShutdownTimeout: 20 * time.Second,
+		OperatorOIDC: OperatorOIDCConfig{Audience: "terdut-server", TokenFile: defaultServiceAccountTokenFile}}, "http://localhost:8080"
 }
 
 func TestParseConfig(t *testing.T) {
 	urlFile := mustFile(t, "database-url", "  postgres://terdut@from-file:5432/terdut\n")
 	otherURLFile := mustFile(t, "other-database-url", "postgres://terdut@other-file:5432/terdut")
 	secretFile := mustFile(t, "client-secret", "client-secret-from-file\n")
+	caFile := mustCAFile(t)
 
 	tests := []struct {
 		name string
@@ -71,6 +76,21 @@ func TestParseConfig(t *testing.T) {
 			want: func(c *Config, _ *string) {
 				c.OIDCIssuer, c.OIDCClientID, c.OIDCClientSecret = "https://idp.example/realms/x", "terdut", "client-secret-from-file"
 				c.OIDCGroupsClaim, c.OIDCAllowedGroups, c.OIDCAdminGroups = "roles", []string{"oncall", "sre"}, []string{"sre"}
+			}},
+		{name: "OperatorOIDCFlags", args: []string{"--database-url", testDB,
+			"--operator-oidc-issuer", "https://kubernetes.default.svc.cluster.local", "--operator-oidc-audience", "terdut",
+			"--operator-oidc-subjects", "system:serviceaccount:a:op, system:serviceaccount:b:op", "--operator-oidc-ca-file", caFile,
+			"--operator-oidc-issuer-token-file", "/run/sa/token"},
+			want: func(c *Config, _ *string) {
+				c.OperatorOIDC = OperatorOIDCConfig{Issuer: "https://kubernetes.default.svc.cluster.local", Audience: "terdut",
+					Subjects: commaList{"system:serviceaccount:a:op", "system:serviceaccount:b:op"}, CAFile: caFile, TokenFile: "/run/sa/token"}
+			}},
+		{name: "OperatorOIDCEnv", env: env{"TERDUT_DATABASE_URL": testDB,
+			"TERDUT_OPERATOR_OIDC_ISSUER": "https://k8s.example", "TERDUT_OPERATOR_OIDC_SUBJECTS": "system:serviceaccount:ns:op",
+			"TERDUT_OPERATOR_OIDC_CA_FILE": caFile, "TERDUT_OPERATOR_OIDC_ISSUER_TOKEN_FILE": "/run/sa/token"},
+			want: func(c *Config, _ *string) {
+				c.OperatorOIDC = OperatorOIDCConfig{Issuer: "https://k8s.example", Audience: "terdut-server",
+					Subjects: commaList{"system:serviceaccount:ns:op"}, CAFile: caFile, TokenFile: "/run/sa/token"}
 			}},
 		{name: "OIDCSecretEnv", env: env{"TERDUT_DATABASE_URL": testDB, "TERDUT_OIDC_ISSUER": "https://idp.example",
 			"TERDUT_OIDC_CLIENT_ID": "terdut", "TERDUT_OIDC_CLIENT_SECRET": "client-secret-from-env"},
@@ -139,6 +159,18 @@ func TestParseConfig_Invalid(t *testing.T) {
 			want: []string{"--oidc-client-id is not", "no client secret: set --oidc-client-secret-file"}},
 		{name: "ErrOIDCGroupsClaim", args: []string{"--oidc-groups-claim", "", "--oidc-allowed-groups", "sre"}, env: oidc,
 			want: []string{"--oidc-groups-claim is empty"}},
+		{name: "ErrOperatorOIDCNoSubjects", env: env{"TERDUT_DATABASE_URL": testDB, "TERDUT_OPERATOR_OIDC_ISSUER": "https://k8s.example"},
+			want: []string{"--operator-oidc-issuer is set but --operator-oidc-subjects is not"}},
+		{name: "ErrOperatorOIDCIssuer", args: []string{"--operator-oidc-issuer", "kubernetes.default.svc", "--operator-oidc-subjects", "s"}, env: db,
+			want: []string{`--operator-oidc-issuer "kubernetes.default.svc"`}},
+		{name: "ErrOperatorOIDCAudience", args: []string{"--operator-oidc-issuer", "https://k8s.example", "--operator-oidc-subjects", "s",
+			"--operator-oidc-audience", ""}, env: db, want: []string{"--operator-oidc-audience is empty"}},
+		{name: "ErrOperatorOIDCCAFileMissing", args: []string{"--operator-oidc-issuer", "https://k8s.example", "--operator-oidc-subjects", "s",
+			"--operator-oidc-ca-file", "/nonexistent/ca.crt"}, env: db, want: []string{"--operator-oidc-ca-file /nonexistent/ca.crt"}},
+		{name: "ErrOperatorOIDCCAFileNotPEM", args: []string{"--operator-oidc-issuer", "https://k8s.example", "--operator-oidc-subjects", "s",
+			"--operator-oidc-ca-file", emptyFile}, env: db, want: []string{"--operator-oidc-ca-file", "no PEM certificate"}},
+		{name: "ErrOperatorOIDCSubjectsWithoutIssuer", args: []string{"--operator-oidc-subjects", "s"}, env: db,
+			want: []string{"--operator-oidc-subjects is set but --operator-oidc-issuer is not"}},
 		{name: "ErrSeveral", args: []string{"--password-hash-cost", "1", "--session-ttl", "1s"},
 			want: []string{"no database", "--password-hash-cost 1", "--session-ttl"}},
 	}
@@ -155,4 +187,12 @@ func TestParseConfig_Invalid(t *testing.T) {
 			}
 		})
 	}
+}
+
+// mustCAFile writes a PEM certificate (of a throwaway TLS server) to a file and returns its path.
+func mustCAFile(t *testing.T) string {
+	t.Helper()
+	srv := httptest.NewTLSServer(http.NotFoundHandler())
+	defer srv.Close()
+	return mustFile(t, "ca.crt", string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})))
 }

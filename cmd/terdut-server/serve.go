@@ -8,12 +8,14 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/terdut-server/terdut-server/internal/api"
+	"github.com/terdut-server/terdut-server/internal/opjwt"
 	"github.com/terdut-server/terdut-server/internal/optoken"
 	"github.com/terdut-server/terdut-server/internal/store"
 )
@@ -33,6 +35,13 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if err != nil {
 		return err
 	}
+	identity, err := operatorIdentity(cfg.OperatorOIDC, log)
+	if err != nil {
+		return err
+	}
+	if tokens == nil && identity == nil {
+		log.Warn("no operator token configured (--operator-token-file) and no operator identity (--operator-oidc-issuer): anyone who reaches POST /api/bootstrap at the public URL's host or a loopback address can claim this install, and the claim cannot be reset over the API")
+	}
 	st, err := openMigrated(ctx, cfg.DatabaseURL, log)
 	if err != nil {
 		return err
@@ -45,7 +54,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	opts := api.Options{PublicURL: cfg.PublicURL, Gate: cfg.BootstrapGate, PasswordLogin: cfg.PasswordLogin,
-		SessionTTL: cfg.SessionTTL, OperatorTokens: tokens, Passwords: passwords, Logger: log,
+		SessionTTL: cfg.SessionTTL, OperatorTokens: tokens, OperatorIdentity: identity, Passwords: passwords, Logger: log,
 		ResetLimit: store.RateLimit{Max: cfg.ResetMax, Window: cfg.ResetWindow},
 		LoginLimit: store.RateLimit{Max: cfg.LoginLimitMax, Window: cfg.LoginLimitWindow}, Registry: reg, Gatherer: reg}
 	if cfg.OIDCIssuer != "" {
@@ -61,7 +70,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	}
 	log.Info("terdut-server listening", "addr", ln.Addr().String(), "public_url", cfg.PublicURL.String(),
 		"bootstrap_gate", cfg.BootstrapGate, "sso", cfg.OIDCIssuer != "", "password_login", cfg.PasswordLogin)
-	printNextSteps(ctx, stdout, st, cfg, tokens)
+	printNextSteps(ctx, stdout, st, cfg, tokens, identity)
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -85,10 +94,29 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 
 func loadOperatorTokens(cfg Config, log *slog.Logger) (*optoken.Source, error) {
 	if cfg.OperatorTokenFile == "" {
-		log.Warn("no operator token configured (--operator-token-file): anyone who reaches POST /api/bootstrap can claim this install, and the claim cannot be reset over the API")
 		return nil, nil
 	}
 	return optoken.Load(cfg.OperatorTokenFile, log)
+}
+
+// operatorIdentity returns the verifier of the operator's service-account tokens, or nil
+// when --operator-oidc-issuer is not set.
+func operatorIdentity(c OperatorOIDCConfig, log *slog.Logger) (*opjwt.Verifier, error) {
+	if c.Issuer == "" {
+		return nil, nil
+	}
+	hc, err := opjwt.NewHTTPClient(c.CAFile)
+	if err != nil {
+		return nil, fmt.Errorf("--operator-oidc-ca-file %s: %w", c.CAFile, err)
+	}
+	v, err := opjwt.New(opjwt.Config{Issuer: c.Issuer, Audience: c.Audience, Subjects: c.Subjects, HTTPClient: hc,
+		AuthTokenFile: c.TokenFile, Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("--operator-oidc-issuer: %w", err)
+	}
+	log.Info("the operator may prove itself with a service-account token", "issuer", c.Issuer,
+		"audience", c.Audience, "subjects", []string(c.Subjects))
+	return v, nil
 }
 
 // openMigrated opens the database and brings its schema up to this binary's version.
@@ -112,7 +140,7 @@ func openMigrated(ctx context.Context, url string, log *slog.Logger) (*store.Sto
 }
 
 // printNextSteps tells the person who started the server where it is and what to do next.
-func printNextSteps(ctx context.Context, w io.Writer, st *store.Store, cfg Config, tokens *optoken.Source) {
+func printNextSteps(ctx context.Context, w io.Writer, st *store.Store, cfg Config, tokens *optoken.Source, identity *opjwt.Verifier) {
 	base := cfg.PublicURL.String()
 	fmt.Fprintf(w, "terdut-server is running at %s (health: %s/healthz)\n", base, base)
 	b, err := st.Bootstrap(ctx)
@@ -121,11 +149,18 @@ func printNextSteps(ctx context.Context, w io.Writer, st *store.Store, cfg Confi
 		return
 	}
 	claim := "curl -X POST " + base + "/api/bootstrap"
-	if tokens.Configured() {
+	switch {
+	case tokens.Configured():
 		// The first token of the file (blank lines and # comments are not tokens), handed to
 		// curl on its standard input so that it never sits in a process's arguments.
 		claim = `grep -m1 -v -E '^[[:space:]]*(#|$)' ` + cfg.OperatorTokenFile +
 			` | sed 's/^/Authorization: Bearer /' | curl -H @- -X POST ` + base + "/api/bootstrap"
+	case identity != nil:
+		// Only the operator's service account can: its client reads its projected token.
+		fmt.Fprintf(w, "This install is not claimed yet; nobody can sign in until it is. The operator claims it with "+
+			"a service-account token of %s (audience %s) from %s.\nOr run: terdut-server bootstrap claim\n",
+			strings.Join(cfg.OperatorOIDC.Subjects, " or "), cfg.OperatorOIDC.Audience, identity.Issuer())
+		return
 	}
 	fmt.Fprintf(w, "This install is not claimed yet; nobody can sign in until it is. Claim it with:\n"+
 		"  %s\n"+

@@ -8,34 +8,6 @@ import (
 	"github.com/terdut-server/terdut-server/internal/store"
 )
 
-var errOperatorTokenNotConfigured = &apiError{Status: http.StatusForbidden, Code: "operator_token_not_configured",
-	Message: "This server has no operator token configured (--operator-token-file), so the claim cannot be reset over the API; use `terdut-server bootstrap reset` on the server instead."}
-
-var errBadOperatorToken = &apiError{Status: http.StatusUnauthorized, Code: "unauthorized",
-	Message: "This endpoint needs the operator token as a Bearer token. API keys and sessions are not accepted here."}
-
-// requireOperator admits only the operator token. When open is true and no token is
-// configured, everyone is admitted (the claim on an install without an operator).
-func (s *server) requireOperator(open bool, next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !s.opts.OperatorTokens.Configured() {
-			if open {
-				next.ServeHTTP(w, r)
-				return
-			}
-			s.writeError(w, r, errOperatorTokenNotConfigured)
-			return
-		}
-		token, _ := bearerToken(r)
-		if token == "" || !s.opts.OperatorTokens.Check(token) {
-			s.metrics.operatorAuthFailures.Inc()
-			s.writeError(w, r, errBadOperatorToken)
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
 func (s *server) handleBootstrapStatus() http.Handler {
 	type response struct {
 		State      string `json:"state"`
@@ -59,7 +31,8 @@ func (s *server) handleBootstrapClaim() http.Handler {
 		Generation int64      `json:"generation"`
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		res, err := s.store.Claim(r.Context(), store.AuditInfo{Actor: store.ActorOperator, RemoteAddr: remoteHost(r)})
+		proof := operatorFrom(r.Context())
+		res, err := s.store.Claim(r.Context(), proof.audit(r))
 		switch {
 		case errors.Is(err, store.ErrAlreadyClaimed):
 			s.metrics.claims.WithLabelValues("already_completed").Inc()
@@ -73,7 +46,7 @@ func (s *server) handleBootstrapClaim() http.Handler {
 			return
 		}
 		s.log.InfoContext(r.Context(), "install claimed", "generation", res.Generation,
-			"principal_id", res.Principal.ID, "remote_addr", remoteHost(r))
+			"principal_id", res.Principal.ID, "remote_addr", remoteHost(r), "operator", proof)
 		w.Header().Set("Cache-Control", "no-store")
 		writeJSON(w, http.StatusCreated, response{User: toUserJSON(res.Principal),
 			APIKey: toAPIKeyJSON(res.Key, res.Secret), Generation: res.Generation})
@@ -87,15 +60,16 @@ func (s *server) handleBootstrapReset() http.Handler {
 		RevokedAPIKeys int64  `json:"revoked_api_keys"`
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		res, err := s.store.Reset(r.Context(), store.AuditInfo{Actor: store.ActorOperator, RemoteAddr: remoteHost(r)},
-			s.opts.ResetLimit)
+		proof := operatorFrom(r.Context())
+		res, err := s.store.Reset(r.Context(), proof.audit(r), s.opts.ResetLimit)
 		if err != nil {
 			s.writeError(w, r, err)
 			return
 		}
 		s.metrics.resets.Inc()
 		s.log.WarnContext(r.Context(), "bootstrap claim reset", "generation", res.Generation,
-			"revoked_api_keys", res.RevokedAPIKeys, "revoked_sessions", res.RevokedSessions, "remote_addr", remoteHost(r))
+			"revoked_api_keys", res.RevokedAPIKeys, "revoked_sessions", res.RevokedSessions, "remote_addr", remoteHost(r),
+			"operator", proof)
 		w.Header().Set("Cache-Control", "no-store")
 		writeJSON(w, http.StatusOK, response{State: string(store.StatePending), Generation: res.Generation,
 			RevokedAPIKeys: res.RevokedAPIKeys})

@@ -22,6 +22,8 @@ type metrics struct {
 	claims               *prometheus.CounterVec
 	resets               prometheus.Counter
 	operatorAuthFailures prometheus.Counter
+	// operatorIdentityRefusals counts service-account tokens refused, by a reason of opjwt.
+	operatorIdentityRefusals *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, st Store) *metrics {
@@ -40,6 +42,8 @@ func newMetrics(reg prometheus.Registerer, st Store) *metrics {
 			Help: "Bootstrap resets over the API."}),
 		operatorAuthFailures: prometheus.NewCounter(prometheus.CounterOpts{Name: "terdut_operator_token_failures_total",
 			Help: "Requests to operator endpoints with a missing or wrong operator token."}),
+		operatorIdentityRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "terdut_operator_identity_refusals_total",
+			Help: "Operator service-account tokens refused, by reason."}, []string{"reason"}),
 	}
 	state := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "terdut_bootstrap_pending",
 		Help: "1 while the install is unclaimed, 0 once claimed, -1 when the database cannot be read."},
@@ -56,7 +60,7 @@ func newMetrics(reg prometheus.Registerer, st Store) *metrics {
 			return 0
 		})
 	reg.MustRegister(m.requests, m.durations, m.signins, m.signinRefused, m.claims, m.resets,
-		m.operatorAuthFailures, state)
+		m.operatorAuthFailures, m.operatorIdentityRefusals, state)
 	return m
 }
 

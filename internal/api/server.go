@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/terdut-server/terdut-server/internal/opjwt"
 	"github.com/terdut-server/terdut-server/internal/optoken"
 	"github.com/terdut-server/terdut-server/internal/store"
 )
@@ -55,13 +56,15 @@ type Options struct {
 	PasswordLogin  bool            // allow POST /api/auth/login
 	SessionTTL     time.Duration   // how long a sign-in lasts
 	OperatorTokens *optoken.Source // nil: none configured
-	ResetLimit     store.RateLimit // resets over the API, across all replicas
-	LoginLimit     store.RateLimit // failed password sign-ins per username, across all replicas; zero: 10 in 15m
-	OIDC           *OIDCOptions    // nil: single sign-on off
-	Passwords      *Passwords
-	Logger         *slog.Logger
-	Registry       prometheus.Registerer
-	Gatherer       prometheus.Gatherer
+	// OperatorIdentity verifies the operator's service-account tokens; nil: not configured.
+	OperatorIdentity *opjwt.Verifier
+	ResetLimit       store.RateLimit // resets over the API, across all replicas
+	LoginLimit       store.RateLimit // failed password sign-ins per username, across all replicas; zero: 10 in 15m
+	OIDC             *OIDCOptions    // nil: single sign-on off
+	Passwords        *Passwords
+	Logger           *slog.Logger
+	Registry         prometheus.Registerer
+	Gatherer         prometheus.Gatherer
 }
 
 type server struct {

@@ -15,6 +15,8 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"syscall"
+	"unicode/utf8"
 )
 
 // MinLength is the shortest token accepted.
@@ -23,27 +25,34 @@ const MinLength = 32
 // maxFileBytes bounds the token file; a larger one is refused rather than read.
 const maxFileBytes = 64 << 10
 
+// utf8BOM is the byte order mark some editors put at the start of a file.
+var utf8BOM = []byte("\xef\xbb\xbf")
+
 // Parse reads tokens from a token file's content: one a line, blank lines and lines
-// starting with # ignored, surrounding white space trimmed. It fails when a token is shorter
-// than MinLength or holds white space or control characters, naming the line but never the
-// token, and when there is no token at all.
+// starting with # ignored, surrounding spaces and tabs trimmed, a UTF-8 byte order mark at
+// the start dropped. A token is printable ASCII (no spaces, control or non-ASCII characters,
+// such as a no-break space) and at least MinLength characters long. Parse fails on any other
+// line, naming the line (and the offending character's position) but never the token, and
+// when there is no token at all.
 func Parse(content []byte) ([]string, error) {
 	if len(content) > maxFileBytes {
 		return nil, fmt.Errorf("the file is larger than %d bytes", maxFileBytes)
 	}
+	content = bytes.TrimPrefix(content, utf8BOM)
 	var tokens []string
 	sc := bufio.NewScanner(bytes.NewReader(content))
 	sc.Buffer(make([]byte, 0, 4096), maxFileBytes)
 	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
+		line := strings.Trim(sc.Text(), " \t\r\v\f")
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
-		if len(line) < MinLength {
-			return nil, fmt.Errorf("line %d: a token must be at least %d characters (this one has %d)", n, MinLength, len(line))
+		if i := strings.IndexFunc(line, func(r rune) bool { return r <= ' ' || r >= 0x7f }); i >= 0 {
+			return nil, fmt.Errorf("line %d, character %d: a token may hold only printable ASCII characters, "+
+				"no spaces, control characters or non-ASCII characters (such as a no-break space)", n, utf8.RuneCountInString(line[:i])+1)
 		}
-		if strings.IndexFunc(line, func(r rune) bool { return r <= ' ' || r == 0x7f }) >= 0 {
-			return nil, fmt.Errorf("line %d: a token may not contain spaces or control characters", n)
+		if len(line) < MinLength { // printable ASCII: one byte a character
+			return nil, fmt.Errorf("line %d: a token must be at least %d characters (this one has %d)", n, MinLength, len(line))
 		}
 		tokens = append(tokens, line)
 	}
@@ -129,11 +138,22 @@ func (s *Source) reload() error {
 	return nil
 }
 
+// readLimited reads at most maxFileBytes+1 bytes of the file at path. It opens the file
+// without blocking and refuses anything but a regular file (after symbolic links, which a
+// mounted Secret's files are): opening a FIFO for reading would otherwise wait for a writer,
+// and every request that checks a token with it.
 func readLimited(path string) ([]byte, error) {
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("not a regular file (%s): give the path of a file", fi.Mode().Type())
+	}
 	return io.ReadAll(io.LimitReader(f, maxFileBytes+1))
 }

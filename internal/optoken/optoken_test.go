@@ -29,11 +29,19 @@ func TestParse(t *testing.T) {
 		{"CommentsAndBlanks", "# rotated 2026-11\n\n  " + tokenA + "  \n#old\n" + tokenB + "\r\n", []string{tokenA, tokenB}, ""},
 		{"ExactlyMinLength", strings.Repeat("x", 32), []string{strings.Repeat("x", 32)}, ""},
 		{"TooShort", "# c\n" + strings.Repeat("x", 31), nil, "line 2: a token must be at least 32 characters"},
-		{"InnerSpace", "abcdefghijklmnop qrstuvwxyz0123456789", nil, "line 1: a token may not contain spaces"},
+		{"InnerSpace", "abcdefghijklmnop qrstuvwxyz0123456789", nil, "line 1, character 17: a token may hold only printable ASCII characters, no spaces"},
 		{"ControlCharacter", strings.Repeat("y", 32) + "\x01", nil, "control characters"},
 		{"Empty", "", nil, "holds no token"},
 		{"OnlyComments", "# nothing\n\n", nil, "holds no token"},
 		{"TooLarge", strings.Repeat(tokenA+"\n", 2000), nil, "larger than"},
+		{"ByteOrderMark", "\ufeff" + tokenA + "\n" + tokenB, []string{tokenA, tokenB}, ""},
+		{"ByteOrderMarkBeforeComment", "\ufeff# c\n" + tokenA, []string{tokenA}, ""},
+		{"ByteOrderMarkNotFirst", tokenA + "\n\ufeff" + tokenB, nil, "line 2, character 1: a token may hold only printable ASCII"},
+		{"NoBreakSpaceInside", "# c\n\n" + tokenA[:10] + "\u00a0" + tokenA[10:], nil, "line 3, character 11: a token may hold only printable ASCII"},
+		{"NoBreakSpaceAround", "\u00a0" + tokenA + "\u00a0", nil, "line 1, character 1:"},
+		{"NonASCIICountedInCharacters", strings.Repeat("x", 30) + "é", nil, "line 1, character 31:"},
+		{"Tab", tokenA[:5] + "\t" + tokenA[5:], nil, "line 1, character 6:"},
+		{"DeleteCharacter", tokenA + "\x7f", nil, "printable ASCII"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -169,7 +177,7 @@ func FuzzParse(f *testing.F) {
 			return
 		}
 		for _, tok := range tokens {
-			bad := strings.IndexFunc(tok, func(r rune) bool { return r <= ' ' || r == 0x7f }) >= 0
+			bad := strings.IndexFunc(tok, func(r rune) bool { return r <= ' ' || r >= 0x7f }) >= 0
 			if len(tok) < optoken.MinLength || bad || strings.HasPrefix(tok, "#") {
 				t.Fatalf("Parse accepted %q", tok)
 			}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -45,10 +46,23 @@ type BootstrapStatus struct {
 	LastResetAt *time.Time
 }
 
+// AuthMethod is how an operator request proved that it came from the operator.
+type AuthMethod string
+
+// The methods the audit knows; the CLI and migrations have none ("").
+const (
+	AuthNone           AuthMethod = "none"            // no operator authentication configured: the open claim
+	AuthOperatorToken  AuthMethod = "operator_token"  // a token of --operator-token-file
+	AuthServiceAccount AuthMethod = "service_account" // a JWT of --operator-oidc-issuer
+)
+
 // AuditInfo says who is asking and from where, for the audit row.
 type AuditInfo struct {
 	Actor      Actor
 	RemoteAddr string
+	Method     AuthMethod // how the operator proved itself; "" for the CLI
+	Subject    string     // the service account's subject, for AuthServiceAccount
+	Pod        string     // the pod the token was bound to, when it was
 }
 
 // ClaimResult is what a claim hands back: the principal, its new key and the secret, shown once.
@@ -141,7 +155,19 @@ func ensurePrincipal(ctx context.Context, tx pgx.Tx, id *int64) (User, error) {
 }
 
 func appendAudit(ctx context.Context, tx pgx.Tx, action string, who AuditInfo, gen int64, st State, detail string) error {
-	_, err := tx.Exec(ctx, `INSERT INTO bootstrap_audit (action, actor, remote_addr, generation, state, detail)
-		VALUES ($1, $2, $3, $4, $5, $6)`, action, who.Actor, who.RemoteAddr, gen, st, detail)
+	_, err := tx.Exec(ctx, `INSERT INTO bootstrap_audit (action, actor, remote_addr, generation, state, detail,
+		auth_method, subject, pod) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+		action, who.Actor, who.RemoteAddr, gen, st, detail, who.Method, clip(who.Subject, 512), clip(who.Pod, 512))
 	return wrap(err, "write audit")
+}
+
+// clip cuts s to at most n bytes on a character boundary.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }

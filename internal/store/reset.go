@@ -97,12 +97,15 @@ type AuditEntry struct {
 	Generation int64
 	State      State
 	Detail     string
+	Method     AuthMethod
+	Subject    string
+	Pod        string
 }
 
 // BootstrapAudit returns the audit, oldest first.
 func (s *Store) BootstrapAudit(ctx context.Context) ([]AuditEntry, error) {
-	rows, err := s.pool.Query(ctx, `SELECT id, at, action, actor, remote_addr, generation, state, detail
-		FROM bootstrap_audit ORDER BY id`)
+	rows, err := s.pool.Query(ctx, `SELECT id, at, action, actor, remote_addr, generation, state, detail,
+		auth_method, subject, pod FROM bootstrap_audit ORDER BY id`)
 	if err != nil {
 		return nil, wrap(err, "read audit")
 	}

@@ -1,0 +1,58 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"syscall"
+)
+
+// maxTokenFileBytes bounds the operator token file; a projected token is about 1 KiB.
+const maxTokenFileBytes = 64 << 10
+
+// operatorToken returns the Bearer token of an operator request: the one given, or the
+// content of the token file, read now.
+func (c *Client) operatorToken(op string) (string, error) {
+	if c.tokenFile == "" {
+		return c.token, nil
+	}
+	token, err := readTokenFile(c.tokenFile)
+	if err != nil {
+		return "", fmt.Errorf("terdut-server %s: the operator token file %s: %w", op, c.tokenFile, err)
+	}
+	return token, nil
+}
+
+// readTokenFile reads a token file without blocking on a FIFO, and checks that what it
+// holds can be sent as a Bearer token. Its errors never quote the file.
+func readTokenFile(path string) (string, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return "", err
+	}
+	if !fi.Mode().IsRegular() {
+		return "", errors.New("not a regular file")
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxTokenFileBytes+1))
+	if err != nil {
+		return "", err
+	}
+	if len(b) > maxTokenFileBytes {
+		return "", fmt.Errorf("larger than %d bytes", maxTokenFileBytes)
+	}
+	token := strings.TrimSpace(string(b))
+	switch {
+	case token == "":
+		return "", errors.New("it holds no token")
+	case !headerSafe(token):
+		return "", errors.New("it holds spaces, control characters or non-ASCII characters inside the token")
+	}
+	return token, nil
+}

@@ -1,0 +1,155 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"mime"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/terdut-server/terdut-server/internal/opjwt"
+	"github.com/terdut-server/terdut-server/internal/store"
+)
+
+var errOperatorTokenNotConfigured = &apiError{Status: http.StatusForbidden, Code: "operator_token_not_configured",
+	Message: "This server has no operator authentication configured (--operator-token-file or --operator-oidc-issuer), so the claim cannot be reset over the API; use `terdut-server bootstrap reset` on the server instead."}
+
+var errBadOperatorToken = &apiError{Status: http.StatusUnauthorized, Code: "unauthorized",
+	Message: "This endpoint needs the operator token or the operator's service-account token as a Bearer token. API keys and sessions are not accepted here."}
+
+var errOperatorIdentityUnavailable = &apiError{Status: http.StatusServiceUnavailable, Code: "unavailable",
+	Message: "The keys of the operator's identity issuer cannot be read right now; try again shortly.", RetryAfter: 5 * time.Second}
+
+var errOperatorMediaType = &apiError{Status: http.StatusUnsupportedMediaType, Code: "unsupported_media_type",
+	Message: "Send no body, or an application/json one."}
+
+var errOperatorCrossOrigin = &apiError{Status: http.StatusForbidden, Code: "cross_origin",
+	Message: "Cross-site requests may not claim or reset this install."}
+
+var errOperatorHost = &apiError{Status: http.StatusForbidden, Code: "host_not_allowed",
+	Message: "With no operator authentication configured, the claim is accepted only at the host of --public-url or on a loopback address."}
+
+// operatorProof is how a request to an operator endpoint proved that it came from the
+// operator. Its LogValue shows the method and the identity, never a token.
+type operatorProof struct {
+	Method  store.AuthMethod
+	Subject string
+	Pod     string
+}
+
+const operatorKey ctxKey = -1 // apart from auth.go's keys
+
+func operatorFrom(ctx context.Context) operatorProof {
+	p, _ := ctx.Value(operatorKey).(operatorProof)
+	return p
+}
+
+func (p operatorProof) audit(r *http.Request) store.AuditInfo {
+	return store.AuditInfo{Actor: store.ActorOperator, RemoteAddr: remoteHost(r), Method: p.Method,
+		Subject: p.Subject, Pod: p.Pod}
+}
+
+// LogValue logs the method and, for a service-account token, the identity.
+func (p operatorProof) LogValue() slog.Value {
+	attrs := []slog.Attr{slog.String("method", string(p.Method))}
+	if p.Subject != "" {
+		attrs = append(attrs, slog.String("subject", p.Subject))
+	}
+	if p.Pod != "" {
+		attrs = append(attrs, slog.String("pod", p.Pod))
+	}
+	return slog.GroupValue(attrs...)
+}
+
+// requireOperator admits only the operator: a token of --operator-token-file or a
+// service-account token that the --operator-oidc-* issuer signed for an allowed subject.
+// When open is true and neither is configured, everyone is admitted (the claim on an
+// install without an operator), but only at the public URL's host or a loopback address.
+// Whatever is configured, a body must be JSON (or absent) and browsers' cross-site requests
+// are refused, so that no web page can make a visitor's browser claim or reset the install.
+func (s *server) requireOperator(open bool, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !jsonOrNoBody(r) {
+			s.writeError(w, r, errOperatorMediaType)
+			return
+		}
+		if err := s.crossOrigin.Check(r); err != nil {
+			s.writeError(w, r, errOperatorCrossOrigin)
+			return
+		}
+		tokens, identity := s.opts.OperatorTokens, s.opts.OperatorIdentity
+		if !tokens.Configured() && identity == nil {
+			switch {
+			case !open:
+				s.writeError(w, r, errOperatorTokenNotConfigured)
+			case !s.localOrPublicHost(r):
+				s.writeError(w, r, errOperatorHost)
+			default:
+				next.ServeHTTP(w, withOperator(r, operatorProof{Method: store.AuthNone}))
+			}
+			return
+		}
+		token, _ := bearerToken(r)
+		if token != "" && tokens.Check(token) {
+			next.ServeHTTP(w, withOperator(r, operatorProof{Method: store.AuthOperatorToken}))
+			return
+		}
+		if token != "" && identity != nil && opjwt.LooksLikeJWT(token) {
+			id, err := identity.Verify(r.Context(), token)
+			var refused *opjwt.RefusedError
+			switch {
+			case err == nil:
+				next.ServeHTTP(w, withOperator(r, operatorProof{Method: store.AuthServiceAccount, Subject: id.Subject, Pod: id.Pod}))
+				return
+			case errors.As(err, &refused):
+				s.metrics.operatorIdentityRefusals.WithLabelValues(refused.Reason).Inc()
+				s.log.WarnContext(r.Context(), "operator service-account token refused", "reason", refused.Reason,
+					"detail", refused.Detail, "remote_addr", remoteHost(r))
+			default:
+				s.metrics.operatorIdentityRefusals.WithLabelValues("issuer_unavailable").Inc()
+				s.log.ErrorContext(r.Context(), "operator service-account token not verified", "err", err,
+					"remote_addr", remoteHost(r))
+				s.writeError(w, r, errOperatorIdentityUnavailable)
+				return
+			}
+		}
+		s.metrics.operatorAuthFailures.Inc()
+		s.writeError(w, r, errBadOperatorToken)
+	})
+}
+
+func withOperator(r *http.Request, p operatorProof) *http.Request {
+	return r.WithContext(context.WithValue(r.Context(), operatorKey, p))
+}
+
+// jsonOrNoBody reports whether the request has no body, or a JSON one: a form or text/plain
+// body is what a cross-site HTML form or a "simple" fetch sends.
+func jsonOrNoBody(r *http.Request) bool {
+	ct := r.Header.Get("Content-Type")
+	if ct == "" {
+		return r.ContentLength == 0
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	return err == nil && mt == "application/json"
+}
+
+// localOrPublicHost reports whether the request's Host is the public URL's host or a
+// loopback address, so that a DNS-rebinding page (its own name resolving to this server)
+// cannot take an open claim.
+func (s *server) localOrPublicHost(r *http.Request) bool {
+	host := r.Host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.Trim(host, "[]"), ".")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return true
+	}
+	return s.opts.PublicURL != nil && strings.EqualFold(host, s.opts.PublicURL.Hostname())
+}

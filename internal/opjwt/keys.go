@@ -1,0 +1,190 @@
+package opjwt
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rsa"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+)
+
+// maxDocBytes bounds the discovery document and the JWKS read from the issuer.
+const maxDocBytes = 1 << 20
+
+// maxKeyAge is how long keys are used before they are fetched again.
+const maxKeyAge = time.Hour
+
+// keySet is the issuer's signing keys, fetched through its discovery document and
+// refetched when a token names a key it does not hold, at most once per MinRefresh.
+type keySet struct {
+	cfg Config
+
+	mu        sync.Mutex // held across a fetch, so concurrent unknown keys cause one
+	jwksURL   string     // from the discovery document; "" until read, or after a failure
+	keys      []jose.JSONWebKey
+	fetched   bool      // the keys were read at least once
+	lastFetch time.Time // the last try, successful or not
+}
+
+func newKeySet(cfg Config) *keySet { return &keySet{cfg: cfg} }
+
+// lookup returns the issuer's keys that may have signed a token with this kid and alg:
+// those with the kid (every key when the token names none). When it holds none it refetches
+// the JWKS, unless it tried less than MinRefresh ago; keys older than maxKeyAge are
+// refetched too (so that a key the issuer dropped stops being trusted), and kept while the
+// issuer cannot be reached.
+func (ks *keySet) lookup(ctx context.Context, kid string, alg jose.SignatureAlgorithm) ([]jose.JSONWebKey, error) {
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	found := matching(ks.keys, kid, alg)
+	stale := time.Since(ks.lastFetch) >= maxKeyAge
+	if len(found) > 0 && !stale {
+		return found, nil
+	}
+	if time.Since(ks.lastFetch) < ks.cfg.MinRefresh {
+		if !ks.fetched {
+			return nil, fmt.Errorf("%w: the last try failed less than %s ago", ErrUnavailable, ks.cfg.MinRefresh)
+		}
+		return nil, refuse(ReasonUnknownKey, "the issuer has no key %q for %s", kid, alg)
+	}
+	ks.lastFetch = time.Now()
+	keys, err := ks.fetch(ctx)
+	if err != nil {
+		ks.cfg.Logger.WarnContext(ctx, "cannot read the operator identity issuer's keys", "issuer", ks.cfg.Issuer, "err", err)
+		if len(found) > 0 {
+			return found, nil
+		}
+		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	ks.keys, ks.fetched = keys, true
+	ks.cfg.Logger.InfoContext(ctx, "read the operator identity issuer's keys", "issuer", ks.cfg.Issuer, "keys", len(keys))
+	if found := matching(ks.keys, kid, alg); len(found) > 0 {
+		return found, nil
+	}
+	return nil, refuse(ReasonUnknownKey, "the issuer has no key %q for %s", kid, alg)
+}
+
+// matching returns the keys fit to check a signature of alg made with kid.
+func matching(keys []jose.JSONWebKey, kid string, alg jose.SignatureAlgorithm) []jose.JSONWebKey {
+	var out []jose.JSONWebKey
+	for _, k := range keys {
+		if (kid == "" || k.KeyID == kid) && (k.Algorithm == "" || k.Algorithm == string(alg)) && keyFits(k, alg) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// keyFits reports whether k is a public key of the kind alg signs with: RSA of 2048 bits or
+// more for RS256, P-256 for ES256.
+func keyFits(k jose.JSONWebKey, alg jose.SignatureAlgorithm) bool {
+	switch pub := k.Key.(type) {
+	case *rsa.PublicKey:
+		return alg == jose.RS256 && pub.N.BitLen() >= 2048
+	case *ecdsa.PublicKey:
+		return alg == jose.ES256 && pub.Curve == elliptic.P256()
+	}
+	return false
+}
+
+// fetch reads the discovery document (once, and again after a failure) and then the JWKS.
+func (ks *keySet) fetch(ctx context.Context) ([]jose.JSONWebKey, error) {
+	if ks.jwksURL == "" {
+		var doc struct {
+			Issuer  string `json:"issuer"`
+			JWKSURI string `json:"jwks_uri"`
+		}
+		discovery := strings.TrimSuffix(ks.cfg.Issuer, "/") + "/.well-known/openid-configuration"
+		if err := ks.getJSON(ctx, discovery, &doc); err != nil {
+			return nil, err
+		}
+		if doc.Issuer != ks.cfg.Issuer {
+			return nil, fmt.Errorf("the discovery document names the issuer %q, want %q", truncate(doc.Issuer, 256), ks.cfg.Issuer)
+		}
+		u, err := url.Parse(doc.JWKSURI)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			return nil, fmt.Errorf("the discovery document's jwks_uri %q is not an absolute URL", truncate(doc.JWKSURI, 256))
+		}
+		ks.jwksURL = doc.JWKSURI
+	}
+	var set jose.JSONWebKeySet
+	if err := ks.getJSON(ctx, ks.jwksURL, &set); err != nil {
+		ks.jwksURL = ""
+		return nil, err
+	}
+	var keys []jose.JSONWebKey
+	for _, k := range set.Keys {
+		if k.IsPublic() && (k.Use == "" || k.Use == "sig") {
+			keys = append(keys, k)
+		}
+	}
+	return keys, nil
+}
+
+func (ks *keySet) getJSON(ctx context.Context, target string, v any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Accept", "application/json")
+	if req.URL.Scheme == "https" {
+		token, err := ks.authToken()
+		if err != nil {
+			return err
+		}
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+	}
+	resp, err := ks.cfg.HTTPClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: status %d", target, resp.StatusCode)
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxDocBytes+1))
+	if err != nil {
+		return fmt.Errorf("GET %s: %w", target, err)
+	}
+	if len(body) > maxDocBytes {
+		return fmt.Errorf("GET %s: the answer is larger than %d bytes", target, maxDocBytes)
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		return fmt.Errorf("GET %s: the answer is not the JSON expected", target)
+	}
+	return nil
+}
+
+// authToken reads AuthTokenFile afresh (a projected token rotates on disk); a file that
+// does not exist means no token.
+func (ks *keySet) authToken() (string, error) {
+	if ks.cfg.AuthTokenFile == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(ks.cfg.AuthTokenFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read the token for the issuer: %w", err)
+	}
+	token := strings.TrimSpace(string(b))
+	if strings.ContainsFunc(token, func(r rune) bool { return r <= ' ' || r >= 0x7f }) {
+		return "", fmt.Errorf("the token file %s holds spaces, control or non-ASCII characters", ks.cfg.AuthTokenFile)
+	}
+	return token, nil
+}

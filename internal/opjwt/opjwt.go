@@ -1,0 +1,233 @@
+// Package opjwt verifies the operator's workload identity: a JWT such as a Kubernetes
+// projected service-account token, signed by an issuer whose OpenID discovery document and
+// JWKS say which keys it signs with. A token proves the operator only when its signature
+// (RS256 or ES256) verifies with a key of the issuer's JWKS, its iss is the issuer exactly,
+// its aud holds the audience, it is inside exp and nbf (with at most Leeway of clock skew),
+// it lives at most MaxLifetime (exp - iat), and its sub is one of the allowed subjects.
+package opjwt
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+	"github.com/go-jose/go-jose/v4/jwt"
+)
+
+// Leeway is the clock skew allowed on exp, nbf and iat.
+const Leeway = 60 * time.Second
+
+// MaxLifetime bounds exp - iat: a token minted to live longer is refused.
+const MaxLifetime = 24 * time.Hour
+
+// maxTokenBytes bounds the tokens parsed; a Kubernetes token is about 1 KiB.
+const maxTokenBytes = 16 << 10
+
+// algorithms are the only signature algorithms accepted: "none" and the HMAC family never are.
+var algorithms = []jose.SignatureAlgorithm{jose.RS256, jose.ES256}
+
+// Config says which issuer to trust and which of its tokens prove the operator.
+type Config struct {
+	Issuer   string   // the issuer URL, compared with iss exactly
+	Audience string   // aud must contain it
+	Subjects []string // sub must be one of them
+	// HTTPClient fetches the discovery document and the JWKS (its TLS settings trust the
+	// issuer's CA); nil: a client with a 10 s timeout and the system's roots.
+	HTTPClient *http.Client
+	// AuthTokenFile, when the file exists, holds a Bearer token sent (over https only) to
+	// the discovery and JWKS endpoints, re-read on every fetch: this server's own
+	// service-account token, for API servers that do not serve them anonymously.
+	AuthTokenFile string
+	// MinRefresh is the least time between two fetches of the JWKS caused by a token whose
+	// key is unknown; zero: 10 s.
+	MinRefresh time.Duration
+	Logger     *slog.Logger
+}
+
+// Identity is who a verified token says the caller is.
+type Identity struct {
+	Subject        string
+	Namespace      string // kubernetes.io.namespace, when present
+	ServiceAccount string // kubernetes.io.serviceaccount.name, when present
+	Pod            string // kubernetes.io.pod.name, when the token is bound to a pod
+}
+
+// Refusal reasons, a fixed set fit for metric labels.
+const (
+	ReasonMalformed   = "malformed"
+	ReasonAlgorithm   = "algorithm"
+	ReasonUnknownKey  = "unknown_key"
+	ReasonSignature   = "signature"
+	ReasonIssuer      = "issuer"
+	ReasonAudience    = "audience"
+	ReasonExpired     = "expired"
+	ReasonNotYetValid = "not_yet_valid"
+	ReasonLifetime    = "lifetime"
+	ReasonSubject     = "subject"
+)
+
+// RefusedError says why a token does not prove the operator. Its message never holds the
+// token.
+type RefusedError struct {
+	Reason string // one of the Reason* constants
+	Detail string
+}
+
+func (e *RefusedError) Error() string { return "operator identity refused: " + e.Detail }
+
+// ErrUnavailable means the issuer's keys could not be read, so the token could be neither
+// verified nor refused.
+var ErrUnavailable = errors.New("the operator identity issuer's keys cannot be read")
+
+func refuse(reason, format string, args ...any) error {
+	return &RefusedError{Reason: reason, Detail: fmt.Sprintf(format, args...)}
+}
+
+// Verifier checks operator tokens against one issuer. It is safe for concurrent use.
+type Verifier struct {
+	cfg  Config
+	keys *keySet
+}
+
+// New returns a Verifier for cfg. It checks the configuration but does not contact the
+// issuer: the keys are fetched on the first token.
+func New(cfg Config) (*Verifier, error) {
+	u, err := url.Parse(cfg.Issuer)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+		return nil, fmt.Errorf("issuer %q: give the absolute URL (https://...) that the tokens name in iss, without query or fragment", cfg.Issuer)
+	}
+	if cfg.Audience == "" {
+		return nil, errors.New("no audience")
+	}
+	if len(cfg.Subjects) == 0 {
+		return nil, errors.New("no allowed subject")
+	}
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = &http.Client{Timeout: 10 * time.Second}
+	}
+	if cfg.MinRefresh == 0 {
+		cfg.MinRefresh = 10 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Verifier{cfg: cfg, keys: newKeySet(cfg)}, nil
+}
+
+// Issuer returns the issuer the Verifier trusts.
+func (v *Verifier) Issuer() string { return v.cfg.Issuer }
+
+// LooksLikeJWT reports whether token has the shape of a signed JWT (three parts separated
+// by dots), so that a caller can tell it from an opaque operator token without parsing it.
+func LooksLikeJWT(token string) bool { return strings.Count(token, ".") == 2 }
+
+type claims struct {
+	jwt.Claims
+	Kubernetes *struct {
+		Namespace      string `json:"namespace"`
+		ServiceAccount *struct {
+			Name string `json:"name"`
+		} `json:"serviceaccount"`
+		Pod *struct {
+			Name string `json:"name"`
+		} `json:"pod"`
+	} `json:"kubernetes.io"`
+}
+
+// Verify checks token and returns the identity it proves. It returns a *RefusedError for a
+// token that does not prove the operator, and an error wrapping ErrUnavailable when the
+// issuer's keys cannot be read.
+func (v *Verifier) Verify(ctx context.Context, token string) (Identity, error) {
+	if len(token) > maxTokenBytes {
+		return Identity{}, refuse(ReasonMalformed, "the token is longer than %d bytes", maxTokenBytes)
+	}
+	tok, err := jwt.ParseSigned(token, algorithms)
+	if err != nil {
+		if strings.Contains(err.Error(), "unexpected signature algorithm") {
+			return Identity{}, refuse(ReasonAlgorithm, "the token is not signed with RS256 or ES256")
+		}
+		return Identity{}, refuse(ReasonMalformed, "the token is not a signed JWT")
+	}
+	if len(tok.Headers) != 1 {
+		return Identity{}, refuse(ReasonMalformed, "the token has %d signatures, want 1", len(tok.Headers))
+	}
+	h := tok.Headers[0]
+	keys, err := v.keys.lookup(ctx, h.KeyID, jose.SignatureAlgorithm(h.Algorithm))
+	if err != nil {
+		return Identity{}, err
+	}
+	var c claims
+	verified := false
+	for _, k := range keys {
+		if err := tok.Claims(k.Key, &c); err == nil {
+			verified = true
+			break
+		}
+	}
+	if !verified {
+		return Identity{}, refuse(ReasonSignature, "the signature does not verify with the issuer's key %q", h.KeyID)
+	}
+	if err := v.checkClaims(c, time.Now()); err != nil {
+		return Identity{}, err
+	}
+	id := Identity{Subject: c.Subject}
+	if k := c.Kubernetes; k != nil {
+		id.Namespace = k.Namespace
+		if k.ServiceAccount != nil {
+			id.ServiceAccount = k.ServiceAccount.Name
+		}
+		if k.Pod != nil {
+			id.Pod = k.Pod.Name
+		}
+	}
+	return id, nil
+}
+
+// checkClaims checks the verified claims against the issuer, audience, time, lifetime and
+// allowed subjects.
+func (v *Verifier) checkClaims(c claims, now time.Time) error {
+	if c.Expiry == nil || c.IssuedAt == nil {
+		return refuse(ReasonLifetime, "the token has no exp or no iat, so its lifetime is unknown")
+	}
+	err := c.ValidateWithLeeway(jwt.Expected{Issuer: v.cfg.Issuer, AnyAudience: jwt.Audience{v.cfg.Audience}, Time: now}, Leeway)
+	switch {
+	case errors.Is(err, jwt.ErrInvalidIssuer):
+		return refuse(ReasonIssuer, "iss is not %s", v.cfg.Issuer)
+	case errors.Is(err, jwt.ErrInvalidAudience):
+		return refuse(ReasonAudience, "aud does not hold %s", v.cfg.Audience)
+	case errors.Is(err, jwt.ErrExpired):
+		return refuse(ReasonExpired, "the token expired at %s", c.Expiry.Time().UTC().Format(time.RFC3339))
+	case errors.Is(err, jwt.ErrNotValidYet), errors.Is(err, jwt.ErrIssuedInTheFuture):
+		return refuse(ReasonNotYetValid, "the token is not valid before %s", notBefore(c).UTC().Format(time.RFC3339))
+	case err != nil:
+		return refuse(ReasonMalformed, "the token's claims are invalid")
+	}
+	if life := c.Expiry.Time().Sub(c.IssuedAt.Time()); life > MaxLifetime {
+		return refuse(ReasonLifetime, "the token lives %s (exp - iat), more than %s", life, MaxLifetime)
+	}
+	if !slices.Contains(v.cfg.Subjects, c.Subject) {
+		return refuse(ReasonSubject, "the subject %q is not allowed", truncate(c.Subject, 256))
+	}
+	return nil
+}
+
+func notBefore(c claims) time.Time {
+	if c.NotBefore != nil && c.NotBefore.Time().After(c.IssuedAt.Time()) {
+		return c.NotBefore.Time()
+	}
+	return c.IssuedAt.Time()
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "…"
+}

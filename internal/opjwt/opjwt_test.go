@@ -1,0 +1,262 @@
+package opjwt_test
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+
+	"github.com/terdut-server/terdut-server/internal/opjwt"
+	"github.com/terdut-server/terdut-server/internal/satest"
+)
+
+const (
+	audience  = "terdut-server"
+	namespace = "terdut-operator-system"
+	account   = "terdut-operator"
+	pod       = "terdut-operator-7d9f8-abcde"
+)
+
+var subject = satest.SubjectOf(namespace, account)
+
+func mustVerifier(t *testing.T, is *satest.Issuer, mutate func(*opjwt.Config)) *opjwt.Verifier {
+	t.Helper()
+	cfg := opjwt.Config{Issuer: is.URL(), Audience: audience, Subjects: []string{"system:serviceaccount:other:x", subject}}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	v, err := opjwt.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func operatorClaims() satest.Claims { return satest.ServiceAccount(namespace, account, pod, audience) }
+
+func TestVerify_Accepted(t *testing.T) {
+	is := satest.New(t, satest.Options{})
+	v := mustVerifier(t, is, nil)
+	for name, token := range map[string]string{
+		"RS256": is.Sign(t, operatorClaims()),
+		"ES256": is.SignES256(t, operatorClaims()),
+	} {
+		t.Run(name, func(t *testing.T) {
+			id, err := v.Verify(t.Context(), token)
+			want := opjwt.Identity{Subject: subject, Namespace: namespace, ServiceAccount: account, Pod: pod}
+			if err != nil || id != want {
+				t.Fatalf("got %+v, %v, want %+v", id, err, want)
+			}
+		})
+	}
+	t.Run("SkewWithinLeeway", func(t *testing.T) {
+		c := operatorClaims()
+		now := time.Now()
+		c.IssuedAt, c.NotBefore, c.Expiry = now.Add(30*time.Second), now.Add(30*time.Second), now.Add(-30*time.Second+time.Hour)
+		if _, err := v.Verify(t.Context(), is.Sign(t, c)); err != nil {
+			t.Fatalf("nbf 30s ahead: got %v, want accepted", err)
+		}
+		c.IssuedAt, c.NotBefore, c.Expiry = now.Add(-2*time.Hour), now.Add(-2*time.Hour), now.Add(-30*time.Second)
+		if _, err := v.Verify(t.Context(), is.Sign(t, c)); err != nil {
+			t.Fatalf("exp 30s ago: got %v, want accepted", err)
+		}
+	})
+	t.Run("NoPod", func(t *testing.T) {
+		c := operatorClaims()
+		c.Pod = ""
+		if id, err := v.Verify(t.Context(), is.Sign(t, c)); err != nil || id.Pod != "" || id.Subject != subject {
+			t.Fatalf("got %+v, %v, want the subject and no pod", id, err)
+		}
+	})
+}
+
+func TestVerify_Refused(t *testing.T) {
+	is := satest.New(t, satest.Options{})
+	other := satest.New(t, satest.Options{})
+	v := mustVerifier(t, is, nil)
+	now := time.Now().Truncate(time.Second)
+	with := func(f func(*satest.Claims)) satest.Claims {
+		c := operatorClaims()
+		f(&c)
+		return c
+	}
+	stranger, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, kid := is.PublicKeyPEM(t)
+	tests := []struct {
+		name, reason string
+		token        string
+	}{
+		{"WrongAudience", opjwt.ReasonAudience, is.Sign(t, with(func(c *satest.Claims) { c.Audience = []string{"https://kubernetes.default.svc"} }))},
+		{"WrongSubject", opjwt.ReasonSubject, is.Sign(t, with(func(c *satest.Claims) { c.ServiceAccount = "default" }))},
+		{"WrongIssuer", opjwt.ReasonIssuer, is.Sign(t, with(func(c *satest.Claims) { c.Issuer = "https://kubernetes.default.svc.cluster.local" }))},
+		{"Expired", opjwt.ReasonExpired, is.Sign(t, with(func(c *satest.Claims) {
+			c.IssuedAt, c.NotBefore, c.Expiry = now.Add(-2*time.Hour), now.Add(-2*time.Hour), now.Add(-61*time.Second)
+		}))},
+		{"NotYetValid", opjwt.ReasonNotYetValid, is.Sign(t, with(func(c *satest.Claims) {
+			c.IssuedAt, c.NotBefore, c.Expiry = now, now.Add(2*time.Minute), now.Add(time.Hour)
+		}))},
+		{"IssuedInTheFuture", opjwt.ReasonNotYetValid, is.Sign(t, with(func(c *satest.Claims) {
+			c.IssuedAt, c.NotBefore, c.Expiry = now.Add(2*time.Minute), time.Time{}, now.Add(time.Hour)
+		}))},
+		{"LifetimeOver24h", opjwt.ReasonLifetime, is.Sign(t, with(func(c *satest.Claims) {
+			c.IssuedAt, c.NotBefore, c.Expiry = now.Add(-time.Hour), now.Add(-time.Hour), now.Add(23*time.Hour+time.Second)
+		}))},
+		{"NoIssuedAt", opjwt.ReasonLifetime, is.Sign(t, with(func(c *satest.Claims) { c.IssuedAt = time.Time{} }))},
+		{"NoExpiry", opjwt.ReasonLifetime, is.Sign(t, with(func(c *satest.Claims) { c.Expiry = time.Time{} }))},
+		{"UnknownKey", opjwt.ReasonUnknownKey, satest.SignWith(t, jose.RS256, stranger, "not-published", is.Payload(operatorClaims()))},
+		{"KnownKidOtherKey", opjwt.ReasonSignature, satest.SignWith(t, jose.RS256, stranger, kid, is.Payload(operatorClaims()))},
+		{"AlgNone", opjwt.ReasonAlgorithm, satest.Unsigned(t, kid, is.Payload(operatorClaims()))},
+		{"HS256WithThePublicKey", opjwt.ReasonAlgorithm, satest.SignWith(t, jose.HS256, pub, kid, is.Payload(operatorClaims()))},
+		{"SecondIssuer", opjwt.ReasonUnknownKey, other.Sign(t, operatorClaims())},
+		{"SecondIssuerClaimingOurs", opjwt.ReasonUnknownKey, other.Sign(t, with(func(c *satest.Claims) { c.Issuer = is.URL() }))},
+		{"Garbage", opjwt.ReasonMalformed, "a.b.c"},
+		{"TooLong", opjwt.ReasonMalformed, strings.Repeat("a", 20<<10) + ".b.c"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			id, err := v.Verify(t.Context(), tt.token)
+			var refused *opjwt.RefusedError
+			if !errors.As(err, &refused) || refused.Reason != tt.reason {
+				t.Fatalf("got %+v, %v, want refused for %s", id, err, tt.reason)
+			}
+			if strings.Contains(err.Error(), tt.token) {
+				t.Fatalf("the error %q holds the token", err)
+			}
+		})
+	}
+}
+
+// TestVerify_Rotation: after the issuer replaces its signing key, a token with the new key
+// is accepted (the JWKS is fetched again for the unknown kid) and one with the old is not.
+func TestVerify_Rotation(t *testing.T) {
+	is := satest.New(t, satest.Options{})
+	v := mustVerifier(t, is, func(c *opjwt.Config) { c.MinRefresh = time.Nanosecond })
+	old := is.Sign(t, operatorClaims())
+	if _, err := v.Verify(t.Context(), old); err != nil {
+		t.Fatalf("before the rotation: %v", err)
+	}
+	is.RotateRSA(t)
+	if _, err := v.Verify(t.Context(), is.Sign(t, operatorClaims())); err != nil {
+		t.Fatalf("a token of the new key: got %v, want accepted", err)
+	}
+	var refused *opjwt.RefusedError
+	if _, err := v.Verify(t.Context(), old); !errors.As(err, &refused) || refused.Reason != opjwt.ReasonUnknownKey {
+		t.Fatalf("a token of the retired key: got %v, want refused for unknown_key", err)
+	}
+}
+
+// TestVerify_RefreshRateLimited: tokens naming unknown keys, many at once, cause at most one
+// JWKS fetch per MinRefresh.
+func TestVerify_RefreshRateLimited(t *testing.T) {
+	is := satest.New(t, satest.Options{})
+	v := mustVerifier(t, is, func(c *opjwt.Config) { c.MinRefresh = time.Hour })
+	if _, err := v.Verify(t.Context(), is.Sign(t, operatorClaims())); err != nil {
+		t.Fatal(err)
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i := range 50 {
+		wg.Go(func() {
+			token := satest.SignWith(t, jose.ES256, key, "unknown-"+string(rune('a'+i%26)), is.Payload(operatorClaims()))
+			if _, err := v.Verify(t.Context(), token); err == nil {
+				t.Error("a token of an unknown key: got accepted, want refused")
+			}
+		})
+	}
+	wg.Wait()
+	if got := is.JWKSFetches(); got != 1 {
+		t.Fatalf("JWKS fetches: got %d, want 1 (the first token's; the unknown keys within MinRefresh fetch nothing)", got)
+	}
+	// A rotation within MinRefresh is seen only after it: the known key still works meanwhile.
+	if _, err := v.Verify(t.Context(), is.SignES256(t, operatorClaims())); err != nil {
+		t.Fatalf("a known key after the flood: got %v, want accepted", err)
+	}
+}
+
+// TestVerify_AuthenticatedTLSIssuer: an issuer that serves its keys only over TLS with a CA
+// of its own and only to a Bearer token (the API server's default) is read with the CA file
+// and the server's own token, re-read from its file on every fetch.
+func TestVerify_AuthenticatedTLSIssuer(t *testing.T) {
+	is := satest.New(t, satest.Options{TLS: true, Bearer: "server-sa-token-1"})
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "token")
+	write := func(s string) {
+		t.Helper()
+		if err := os.WriteFile(tokenFile, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("server-sa-token-1\n")
+	hc, err := opjwt.NewHTTPClient(is.CAFile(t, dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := mustVerifier(t, is, func(c *opjwt.Config) {
+		c.HTTPClient, c.AuthTokenFile, c.MinRefresh = hc, tokenFile, time.Nanosecond
+	})
+	if _, err := v.Verify(t.Context(), is.Sign(t, operatorClaims())); err != nil {
+		t.Fatalf("with the CA and the token: got %v, want accepted", err)
+	}
+	// The server's token rotates on disk; the issuer wants the new one.
+	is.SetBearer("server-sa-token-2")
+	write("server-sa-token-2")
+	is.RotateRSA(t)
+	if _, err := v.Verify(t.Context(), is.Sign(t, operatorClaims())); err != nil {
+		t.Fatalf("after the server's token rotated: got %v, want accepted", err)
+	}
+
+	t.Run("WithoutTheToken", func(t *testing.T) {
+		v := mustVerifier(t, is, func(c *opjwt.Config) { c.HTTPClient, c.AuthTokenFile = hc, filepath.Join(dir, "absent") })
+		before := is.Unauthorized()
+		if _, err := v.Verify(t.Context(), is.Sign(t, operatorClaims())); !errors.Is(err, opjwt.ErrUnavailable) {
+			t.Fatalf("got %v, want ErrUnavailable", err)
+		}
+		if is.Unauthorized() == before {
+			t.Fatal("the issuer refused nothing: was a token sent from a file that does not exist?")
+		}
+	})
+	t.Run("WithoutTheCA", func(t *testing.T) {
+		v := mustVerifier(t, is, func(c *opjwt.Config) { c.AuthTokenFile = tokenFile })
+		if _, err := v.Verify(t.Context(), is.Sign(t, operatorClaims())); !errors.Is(err, opjwt.ErrUnavailable) {
+			t.Fatalf("got %v, want ErrUnavailable (the issuer's certificate is not trusted)", err)
+		}
+	})
+	t.Run("TokenNotSentInClear", func(t *testing.T) {
+		plain := satest.New(t, satest.Options{Bearer: "server-sa-token-2"})
+		v := mustVerifier(t, plain, func(c *opjwt.Config) { c.AuthTokenFile = tokenFile })
+		if _, err := v.Verify(t.Context(), plain.Sign(t, operatorClaims())); !errors.Is(err, opjwt.ErrUnavailable) || plain.Unauthorized() == 0 {
+			t.Fatalf("an http:// issuer that wants a token: got %v (%d refused), want ErrUnavailable: the token goes only over https", err, plain.Unauthorized())
+		}
+	})
+}
+
+func TestNew_Errors(t *testing.T) {
+	for name, cfg := range map[string]opjwt.Config{
+		"NoIssuer":      {Audience: audience, Subjects: []string{subject}},
+		"RelativeURL":   {Issuer: "kubernetes.default.svc", Audience: audience, Subjects: []string{subject}},
+		"NoSubjects":    {Issuer: "https://k8s.example", Audience: audience},
+		"NoAudience":    {Issuer: "https://k8s.example", Subjects: []string{subject}},
+		"IssuerQueried": {Issuer: "https://k8s.example/?x=1", Audience: audience, Subjects: []string{subject}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if _, err := opjwt.New(cfg); err == nil {
+				t.Fatal("got nil error, want one")
+			}
+		})
+	}
+}
