@@ -24,7 +24,7 @@ func (s *Store) DeprovisionSSOUser(ctx context.Context, issuer, subject string) 
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		err := tx.QueryRow(ctx, `
 			WITH old AS (
-				SELECT id, role FROM users WHERE oidc_issuer = $1 AND oidc_subject = $2 FOR UPDATE
+				SELECT id, role FROM users WHERE oidc_issuer = $1 AND oidc_subject = $2 FOR NO KEY UPDATE
 			)
 			UPDATE users u SET role = 'member' FROM old WHERE u.id = old.id
 			RETURNING u.id, old.role = 'admin'`, issuer, subject).Scan(&d.UserID, &d.WasAdmin)
