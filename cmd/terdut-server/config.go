@@ -36,6 +36,10 @@ type Config struct {
 	OIDCGroupsClaim   string
 	OIDCAllowedGroups []string
 	OIDCAdminGroups   []string
+	OIDCPendingLimit  int
+	APIKeysPerUser    int
+	SSOAPIKeyMaxTTL   time.Duration
+	SweepInterval     time.Duration
 	LogLevel          slog.Level
 	ShutdownTimeout   time.Duration
 }
@@ -67,6 +71,10 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 	fs.StringVar(&c.OIDCGroupsClaim, "oidc-groups-claim", "groups", "ID token claim that lists a person's groups")
 	fs.StringVar(&allowed, "oidc-allowed-groups", "", "comma-separated groups allowed to sign in; empty: anyone the provider authenticates")
 	fs.StringVar(&admins, "oidc-admin-groups", "", "comma-separated groups whose members are admins")
+	fs.IntVar(&c.OIDCPendingLimit, "oidc-pending-limit", 1000, "single sign-ons in progress allowed at once, across replicas")
+	fs.IntVar(&c.APIKeysPerUser, "api-keys-per-user", 100, "live API keys one user may hold")
+	fs.DurationVar(&c.SSOAPIKeyMaxTTL, "sso-api-key-max-ttl", 2160*time.Hour, "longest life of an API key of a single sign-on person")
+	fs.DurationVar(&c.SweepInterval, "sweep-interval", 15*time.Minute, "how often to delete dead sessions, keys and sign-ins")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 20*time.Second, "how long to drain requests on SIGTERM")
 	if err := fs.Parse(args); err != nil {
@@ -111,6 +119,18 @@ func (c Config) validate() error {
 	}
 	if c.LoginLimitMax < 1 || c.LoginLimitWindow <= 0 {
 		problems = append(problems, "--password-login-limit and --password-login-window must be positive")
+	}
+	if c.OIDCPendingLimit < 1 {
+		problems = append(problems, fmt.Sprintf("--oidc-pending-limit %d: use at least 1", c.OIDCPendingLimit))
+	}
+	if c.APIKeysPerUser < 1 {
+		problems = append(problems, fmt.Sprintf("--api-keys-per-user %d: use at least 1", c.APIKeysPerUser))
+	}
+	if c.SSOAPIKeyMaxTTL < time.Minute {
+		problems = append(problems, "--sso-api-key-max-ttl: use at least 1m")
+	}
+	if c.SweepInterval < time.Second {
+		problems = append(problems, "--sweep-interval: use at least 1s")
 	}
 	if c.OIDCIssuer != "" {
 		if u, err := url.Parse(c.OIDCIssuer); err != nil || u.Scheme == "" || u.Host == "" {

@@ -20,7 +20,9 @@ func defaultConfig() (Config, string) {
 	return Config{Listen: ":8080", DatabaseURL: testDB, BootstrapGate: true, ResetMax: 5, ResetWindow: time.Minute,
 		PasswordLogin: true, LoginLimitMax: 10, LoginLimitWindow: 15 * time.Minute, PasswordCost: 12, SessionTTL: 12 * time.Hour, OIDCGroupsClaim: "groups",
 		LogLevel: slog.LevelInfo, ShutdownTimeout: 20 * time.Second,
-		OperatorOIDC: OperatorOIDCConfig{Audience: "terdut-server", TokenFile: defaultServiceAccountTokenFile}}, "http://localhost:8080"
+		OperatorOIDC:     OperatorOIDCConfig{Audience: "terdut-server", TokenFile: defaultServiceAccountTokenFile},
+		OIDCPendingLimit: 1000, APIKeysPerUser: 100, SSOAPIKeyMaxTTL: 2160 * time.Hour, SweepInterval: 15 * time.Minute}, "http://localhost:8080"
+
 }
 
 func TestParseConfig(t *testing.T) {
@@ -40,9 +42,11 @@ func TestParseConfig(t *testing.T) {
 			"--public-url", "https://terdut.example.com/", "--bootstrap-gate=false", "--operator-token-file", "/run/token",
 			"--bootstrap-reset-limit", "2", "--bootstrap-reset-window", "10m", "--password-login=false",
 			"--password-hash-cost", "10", "--session-ttl", "1h", "--log-level", "debug", "--shutdown-timeout", "5s",
-			"--password-login-limit", "3", "--password-login-window", "1h"},
+			"--password-login-limit", "3", "--password-login-window", "1h",
+			"--oidc-pending-limit", "50", "--api-keys-per-user", "7", "--sso-api-key-max-ttl", "720h", "--sweep-interval", "1m"},
 			want: func(c *Config, publicURL *string) {
 				c.LoginLimitMax, c.LoginLimitWindow = 3, time.Hour
+				c.OIDCPendingLimit, c.APIKeysPerUser, c.SSOAPIKeyMaxTTL, c.SweepInterval = 50, 7, 720*time.Hour, time.Minute
 				c.Listen, *publicURL, c.BootstrapGate, c.OperatorTokenFile = "127.0.0.1:9000", "https://terdut.example.com/", false, "/run/token"
 				c.ResetMax, c.ResetWindow, c.PasswordLogin, c.PasswordCost = 2, 10*time.Minute, false, 10
 				c.SessionTTL, c.LogLevel, c.ShutdownTimeout = time.Hour, slog.LevelDebug, 5*time.Second
@@ -51,9 +55,12 @@ func TestParseConfig(t *testing.T) {
 			"TERDUT_BOOTSTRAP_GATE": "false", "TERDUT_OPERATOR_TOKEN_FILE": "/run/token", "TERDUT_BOOTSTRAP_RESET_LIMIT": "3",
 			"TERDUT_BOOTSTRAP_RESET_WINDOW": "30s", "TERDUT_PASSWORD_LOGIN": "false", "TERDUT_PASSWORD_HASH_COST": "4",
 			"TERDUT_SESSION_TTL": "2h", "TERDUT_LOG_LEVEL": "warn", "TERDUT_SHUTDOWN_TIMEOUT": "1s",
-			"TERDUT_PASSWORD_LOGIN_LIMIT": "20", "TERDUT_PASSWORD_LOGIN_WINDOW": "5m"},
+			"TERDUT_PASSWORD_LOGIN_LIMIT": "20", "TERDUT_PASSWORD_LOGIN_WINDOW": "5m",
+			"TERDUT_OIDC_PENDING_LIMIT": "60", "TERDUT_API_KEYS_PER_USER": "8", "TERDUT_SSO_API_KEY_MAX_TTL": "24h",
+			"TERDUT_SWEEP_INTERVAL": "30s"},
 			want: func(c *Config, publicURL *string) {
 				c.LoginLimitMax, c.LoginLimitWindow = 20, 5*time.Minute
+				c.OIDCPendingLimit, c.APIKeysPerUser, c.SSOAPIKeyMaxTTL, c.SweepInterval = 60, 8, 24*time.Hour, 30*time.Second
 				c.Listen, *publicURL, c.BootstrapGate, c.OperatorTokenFile = ":9090", "https://t.example", false, "/run/token"
 				c.ResetMax, c.ResetWindow, c.PasswordLogin, c.PasswordCost = 3, 30*time.Second, false, 4
 				c.SessionTTL, c.LogLevel, c.ShutdownTimeout = 2*time.Hour, slog.LevelWarn, time.Second
@@ -151,6 +158,12 @@ func TestParseConfig_Invalid(t *testing.T) {
 		{name: "ErrResetWindow", args: []string{"--bootstrap-reset-window", "0s"}, env: db, want: []string{"--bootstrap-reset-window"}},
 		{name: "ErrLoginLimit", args: []string{"--password-login-limit", "0"}, env: db, want: []string{"--password-login-limit"}},
 		{name: "ErrLoginWindow", args: []string{"--password-login-window", "-1m"}, env: db, want: []string{"--password-login-window"}},
+		{name: "ErrOIDCPendingLimit", args: []string{"--oidc-pending-limit", "0"}, env: db, want: []string{"--oidc-pending-limit 0", "at least 1"}},
+		{name: "ErrAPIKeysPerUser", args: []string{"--api-keys-per-user", "-1"}, env: db, want: []string{"--api-keys-per-user -1", "at least 1"}},
+		{name: "ErrSSOAPIKeyMaxTTL", args: []string{"--sso-api-key-max-ttl", "30s"}, env: db, want: []string{"--sso-api-key-max-ttl", "at least 1m"}},
+		{name: "ErrEnvSSOAPIKeyMaxTTL", env: env{"TERDUT_DATABASE_URL": testDB, "TERDUT_SSO_API_KEY_MAX_TTL": "90d"},
+			want: []string{"TERDUT_SSO_API_KEY_MAX_TTL", "90d"}},
+		{name: "ErrSweepInterval", args: []string{"--sweep-interval", "0s"}, env: db, want: []string{"--sweep-interval", "at least 1s"}},
 		{name: "ErrDatabaseURLFileMissing", args: []string{"--database-url-file", "/nonexistent/terdut-db-url"}, want: []string{"--database-url-file", "/nonexistent/terdut-db-url"}},
 		{name: "ErrDatabaseURLFileEmpty", env: env{"TERDUT_DATABASE_URL_FILE": emptyFile}, want: []string{"--database-url-file", "is empty"}},
 		{name: "ErrOIDCSecretFileEmpty", args: []string{"--oidc-client-secret-file", emptyFile}, env: oidc, want: []string{"--oidc-client-secret-file", "is empty"}},

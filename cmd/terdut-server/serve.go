@@ -56,7 +56,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	opts := api.Options{PublicURL: cfg.PublicURL, Gate: cfg.BootstrapGate, PasswordLogin: cfg.PasswordLogin,
 		SessionTTL: cfg.SessionTTL, OperatorTokens: tokens, OperatorIdentity: identity, Passwords: passwords, Logger: log,
 		ResetLimit: store.RateLimit{Max: cfg.ResetMax, Window: cfg.ResetWindow},
-		LoginLimit: store.RateLimit{Max: cfg.LoginLimitMax, Window: cfg.LoginLimitWindow}, Registry: reg, Gatherer: reg}
+		LoginLimit: store.RateLimit{Max: cfg.LoginLimitMax, Window: cfg.LoginLimitWindow}, Registry: reg, Gatherer: reg,
+		OIDCPendingLimit: cfg.OIDCPendingLimit, APIKeysPerUser: cfg.APIKeysPerUser, SSOAPIKeyMaxTTL: cfg.SSOAPIKeyMaxTTL}
 	if cfg.OIDCIssuer != "" {
 		opts.OIDC = &api.OIDCOptions{Issuer: cfg.OIDCIssuer, ClientID: cfg.OIDCClientID, ClientSecret: cfg.OIDCClientSecret,
 			GroupsClaim: cfg.OIDCGroupsClaim, AllowedGroups: cfg.OIDCAllowedGroups, AdminGroups: cfg.OIDCAdminGroups}
@@ -71,6 +72,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	log.Info("terdut-server listening", "addr", ln.Addr().String(), "public_url", cfg.PublicURL.String(),
 		"bootstrap_gate", cfg.BootstrapGate, "sso", cfg.OIDCIssuer != "", "password_login", cfg.PasswordLogin)
 	printNextSteps(ctx, stdout, st, cfg, tokens, identity)
+	defer startHousekeeping(ctx, st, cfg, log)()
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

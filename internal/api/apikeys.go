@@ -18,10 +18,12 @@ type apiKeyJSON struct {
 	Key        string     `json:"key,omitempty"`
 	CreatedAt  time.Time  `json:"created_at"`
 	LastUsedAt *time.Time `json:"last_used_at"`
+	ExpiresAt  *time.Time `json:"expires_at"` // null: never
 }
 
 func toAPIKeyJSON(k store.APIKey, secret string) apiKeyJSON {
-	return apiKeyJSON{ID: k.ID, UserID: k.UserID, Name: k.Name, Key: secret, CreatedAt: k.CreatedAt, LastUsedAt: k.LastUsedAt}
+	return apiKeyJSON{ID: k.ID, UserID: k.UserID, Name: k.Name, Key: secret, CreatedAt: k.CreatedAt,
+		LastUsedAt: k.LastUsedAt, ExpiresAt: k.ExpiresAt}
 }
 
 // requireSelfOrAdmin lets through the user named by {id} in the path, and admins.
@@ -67,7 +69,8 @@ func (s *server) refuseOthersServiceUsers(next http.Handler) http.Handler {
 
 func (s *server) handleAPIKeyCreate() http.Handler {
 	type request struct {
-		Name string `json:"name"`
+		Name      string  `json:"name"`
+		ExpiresAt *string `json:"expires_at"` // RFC 3339; absent or null: never, or the SSO cap
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, _ := pathID(r, "id")
@@ -81,7 +84,13 @@ func (s *server) handleAPIKeyCreate() http.Handler {
 			s.writeError(w, r, errBadRequest("invalid_name", "A key's name is 1 to 100 characters, without control characters."))
 			return
 		}
-		k, secret, err := s.store.CreateAPIKey(r.Context(), id, name)
+		expires, err := parseExpiresAt(req.ExpiresAt)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		k, secret, err := s.store.IssueAPIKey(r.Context(), store.NewAPIKey{UserID: id, Name: name, ExpiresAt: expires},
+			store.APIKeyLimits{PerUser: s.opts.APIKeysPerUser, SSOMaxTTL: s.opts.SSOAPIKeyMaxTTL})
 		if err != nil {
 			s.writeError(w, r, err)
 			return

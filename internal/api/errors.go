@@ -42,25 +42,43 @@ type errorBody struct {
 // server errors are logged with their cause and tell the client only "internal error".
 func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	e := s.classify(err)
-	if e.Status >= 500 && e.Code != "bootstrap_pending" {
+	if e.failure() {
 		s.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path,
 			"status", e.Status, "err", err)
 	}
-	if e.RetryAfter > 0 {
-		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(e.RetryAfter.Seconds()))))
-	}
+	setRetryAfter(w, e)
 	if e.Status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="terdut-server"`)
 	}
 	writeJSON(w, e.Status, errorBody{Error: e.Message, Code: e.Code})
 }
 
+// failure reports whether e is the server's failure, worth an ERROR in the log, rather than
+// a refusal it means to give (the gate, a limit) however often it is asked.
+func (e *apiError) failure() bool {
+	return e.Status >= 500 && e.Code != "bootstrap_pending" && e.Code != "too_many_signins_in_progress"
+}
+
+func setRetryAfter(w http.ResponseWriter, e *apiError) {
+	if e.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(e.RetryAfter.Seconds()))))
+	}
+}
+
 func (s *server) classify(err error) *apiError {
 	var ae *apiError
 	var rl *store.RateLimitedError
+	var pl *store.PendingLimitError
 	switch {
 	case errors.As(err, &ae):
 		return ae
+	case errors.As(err, &pl):
+		return &apiError{Status: http.StatusServiceUnavailable, Code: "too_many_signins_in_progress",
+			Message: "Too many sign-ins are in progress right now; try again shortly.", RetryAfter: pl.RetryAfter}
+	case errors.Is(err, store.ErrTooManyAPIKeys):
+		return errTooManyAPIKeys(s.opts.APIKeysPerUser)
+	case errors.Is(err, store.ErrExpiryTooLate):
+		return errExpiryTooLate(s.opts.SSOAPIKeyMaxTTL)
 	case errors.As(err, &rl):
 		return &apiError{Status: http.StatusTooManyRequests, Code: "rate_limited",
 			Message: "Too many requests of this kind; try again later.", RetryAfter: rl.RetryAfter}

@@ -38,7 +38,7 @@ func (s *server) handleOIDCLogin() http.Handler {
 		}
 		// The gate answers first: while pending, nobody needs to hear about the provider.
 		state, login := randomString(32), store.OIDCLogin{Nonce: randomString(32), CodeVerifier: oauth2.GenerateVerifier()}
-		err := s.store.SaveOIDCLogin(r.Context(), state, login, oidcLoginTTL, store.Gate(s.opts.Gate))
+		err := s.store.SaveOIDCLogin(r.Context(), state, login, oidcLoginTTL, store.Gate(s.opts.Gate), s.opts.OIDCPendingLimit)
 		if errors.Is(err, store.ErrBootstrapPending) {
 			s.refusePending(w, r, "oidc")
 			return
@@ -74,6 +74,10 @@ func (s *server) handleOIDCCallback() http.Handler {
 			return
 		}
 		if err != nil {
+			if derr := s.disarmRefused(r.Context(), err); derr != nil {
+				s.fail(w, r, derr)
+				return
+			}
 			s.metrics.signinRefused.WithLabelValues("oidc", s.classify(err).Code).Inc()
 			s.fail(w, r, err)
 			return
@@ -163,7 +167,7 @@ func (s *server) identityFrom(issuer, subject string, claimsOf func(any) error) 
 	}
 	groups := stringsClaim(claims[s.oidc.opts.GroupsClaim])
 	if len(s.oidc.opts.AllowedGroups) > 0 && !intersects(groups, s.oidc.opts.AllowedGroups) {
-		return store.SSOIdentity{}, errGroupNotAllowed
+		return store.SSOIdentity{}, &groupRefusal{issuer: issuer, subject: subject}
 	}
 	role := store.RoleMember
 	if intersects(groups, s.oidc.opts.AdminGroups) {

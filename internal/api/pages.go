@@ -62,9 +62,10 @@ func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		return
 	}
 	e := s.classify(err)
-	if e.Status >= 500 {
+	if e.failure() {
 		s.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
+	setRetryAfter(w, e)
 	s.renderPage(w, e.Status, "error.html", &pageData{Error: e.Message})
 }
 

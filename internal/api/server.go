@@ -31,7 +31,7 @@ type Store interface {
 	PasswordHash(ctx context.Context, id int64) (string, error)
 	SetPasswordHash(ctx context.Context, id int64, hash, keepSession string) error
 
-	CreateAPIKey(ctx context.Context, userID int64, name string) (store.APIKey, string, error)
+	IssueAPIKey(ctx context.Context, nk store.NewAPIKey, lim store.APIKeyLimits) (store.APIKey, string, error)
 	APIKeys(ctx context.Context, userID int64) ([]store.APIKey, error)
 	RevokeAPIKey(ctx context.Context, userID, keyID int64) error
 	AuthenticateAPIKey(ctx context.Context, secret string) (store.User, error)
@@ -40,9 +40,10 @@ type Store interface {
 	AuthenticateSession(ctx context.Context, token string) (store.User, error)
 	EndSession(ctx context.Context, token string) error
 
-	SaveOIDCLogin(ctx context.Context, state string, l store.OIDCLogin, ttl time.Duration, gate store.Gate) error
+	SaveOIDCLogin(ctx context.Context, state string, l store.OIDCLogin, ttl time.Duration, gate store.Gate, limit int) error
 	TakeOIDCLogin(ctx context.Context, state string, gate store.Gate) (store.OIDCLogin, error)
 	SignInSSO(ctx context.Context, id store.SSOIdentity, ttl time.Duration, gate store.Gate) (store.User, store.Session, bool, error)
+	DeprovisionSSOUser(ctx context.Context, issuer, subject string) (store.Deprovisioned, error)
 
 	Bootstrap(ctx context.Context) (store.BootstrapStatus, error)
 	Claim(ctx context.Context, who store.AuditInfo) (store.ClaimResult, error)
@@ -65,6 +66,14 @@ type Options struct {
 	Logger           *slog.Logger
 	Registry         prometheus.Registerer
 	Gatherer         prometheus.Gatherer
+
+	// OIDCPendingLimit bounds the sign-ins in progress (started, not finished, not expired)
+	// across replicas; zero: 1000.
+	OIDCPendingLimit int
+	// APIKeysPerUser bounds each user's live API keys; zero: 100.
+	APIKeysPerUser int
+	// SSOAPIKeyMaxTTL bounds the life of the API keys of single sign-on people; zero: 2160h.
+	SSOAPIKeyMaxTTL time.Duration
 }
 
 type server struct {
@@ -89,6 +98,15 @@ func NewServer(st Store, opts Options) http.Handler {
 	}
 	if opts.LoginLimit.Max == 0 {
 		s.opts.LoginLimit = store.RateLimit{Max: 10, Window: 15 * time.Minute}
+	}
+	if opts.OIDCPendingLimit == 0 {
+		s.opts.OIDCPendingLimit = 1000
+	}
+	if opts.APIKeysPerUser == 0 {
+		s.opts.APIKeysPerUser = 100
+	}
+	if opts.SSOAPIKeyMaxTTL == 0 {
+		s.opts.SSOAPIKeyMaxTTL = 2160 * time.Hour
 	}
 	if opts.Registry == nil {
 		reg := prometheus.NewRegistry()

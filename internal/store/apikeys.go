@@ -20,21 +20,23 @@ type APIKey struct {
 	Name       string
 	CreatedAt  time.Time
 	LastUsedAt *time.Time
+	ExpiresAt  *time.Time // nil: the key never expires
 }
 
-const apiKeyColumns = `k.id, k.user_id, k.name, k.created_at, k.last_used_at`
+const apiKeyColumns = `k.id, k.user_id, k.name, k.created_at, k.last_used_at, k.expires_at`
 
 func scanAPIKey(row pgx.Row) (APIKey, error) {
 	var k APIKey
-	err := row.Scan(&k.ID, &k.UserID, &k.Name, &k.CreatedAt, &k.LastUsedAt)
+	err := row.Scan(&k.ID, &k.UserID, &k.Name, &k.CreatedAt, &k.LastUsedAt, &k.ExpiresAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return APIKey{}, ErrNotFound
 	}
 	return k, err
 }
 
-// CreateAPIKey issues a key for the user and returns it with its secret, which is
-// shown once: only its hash is stored. ErrNotFound when the user does not exist.
+// CreateAPIKey issues a key for the user, without expiry and outside APIKeyLimits, and
+// returns it with its secret, which is shown once: only its hash is stored. ErrNotFound when
+// the user does not exist. Keys asked for over the API go through IssueAPIKey.
 func (s *Store) CreateAPIKey(ctx context.Context, userID int64, name string) (APIKey, string, error) {
 	var k APIKey
 	var secret string
@@ -47,18 +49,24 @@ func (s *Store) CreateAPIKey(ctx context.Context, userID int64, name string) (AP
 }
 
 func createAPIKey(ctx context.Context, tx pgx.Tx, userID int64, name string) (APIKey, string, error) {
+	return insertAPIKey(ctx, tx, userID, name, nil)
+}
+
+// insertAPIKey issues a key that expires at expires (nil: never).
+func insertAPIKey(ctx context.Context, tx pgx.Tx, userID int64, name string, expires *time.Time) (APIKey, string, error) {
 	secret := newSecret()
 	k, err := scanAPIKey(tx.QueryRow(ctx, `
-		INSERT INTO api_keys AS k (user_id, name, key_hash)
-		SELECT id, $2, $3 FROM users WHERE id = $1
-		RETURNING `+apiKeyColumns, userID, name, hashToken(secret)))
+		INSERT INTO api_keys AS k (user_id, name, key_hash, expires_at)
+		SELECT id, $2, $3, $4 FROM users WHERE id = $1
+		RETURNING `+apiKeyColumns, userID, name, hashToken(secret), expires))
 	if err != nil {
 		return APIKey{}, "", wrap(err, "create API key")
 	}
 	return k, secret, nil
 }
 
-// APIKeys lists the user's keys that are not revoked, oldest first.
+// APIKeys lists the user's keys that are not revoked, oldest first, expired ones included
+// (until Sweep removes them) so that their owner can see why they stopped working.
 func (s *Store) APIKeys(ctx context.Context, userID int64) ([]APIKey, error) {
 	rows, err := s.pool.Query(ctx, `SELECT `+apiKeyColumns+` FROM api_keys k
 		WHERE k.user_id = $1 AND k.revoked_at IS NULL ORDER BY k.id`, userID)
@@ -82,14 +90,14 @@ func (s *Store) RevokeAPIKey(ctx context.Context, userID, keyID int64) error {
 	return nil
 }
 
-// AuthenticateAPIKey returns the owner of a live key, or ErrNotFound. It is one round trip:
+// AuthenticateAPIKey returns the owner of a live (neither revoked nor expired) key, or ErrNotFound. It is one round trip:
 // last_used_at is refreshed in the same statement, and only when it is older than
 // lastUsedResolution, so steady use of a key does not write on every request.
 func (s *Store) AuthenticateAPIKey(ctx context.Context, secret string) (User, error) {
 	u, err := scanUser(s.pool.QueryRow(ctx, `
 		WITH k AS (
 			SELECT id, user_id, last_used_at FROM api_keys
-			WHERE key_hash = $1 AND revoked_at IS NULL
+			WHERE key_hash = $1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())
 		), touch AS (
 			UPDATE api_keys SET last_used_at = now() FROM k
 			WHERE api_keys.id = k.id AND (k.last_used_at IS NULL OR k.last_used_at < now() - $2::interval)

@@ -108,24 +108,46 @@ type OIDCLogin struct {
 	CodeVerifier string
 }
 
+// PendingLimitError is returned when a sign-in cannot start because limit sign-ins are
+// already in progress. RetryAfter is when the oldest of them expires.
+type PendingLimitError struct {
+	RetryAfter time.Duration
+}
+
+func (e *PendingLimitError) Error() string {
+	return fmt.Sprintf("too many sign-ins in progress; retry in %s", e.RetryAfter.Round(time.Second))
+}
+
 // SaveOIDCLogin records a sign-in started with this state, valid for ttl. With the gate on
-// it returns ErrBootstrapPending and records nothing while the install is unclaimed.
-// Expired rows are swept out on the way.
-func (s *Store) SaveOIDCLogin(ctx context.Context, state string, l OIDCLogin, ttl time.Duration, gate Gate) error {
-	var saved bool
+// it returns ErrBootstrapPending and records nothing while the install is unclaimed. With
+// limit > 0 it returns *PendingLimitError, and records nothing, while limit unexpired
+// sign-ins are in progress (sign-ins started at the same instant on several replicas may
+// each see one slot free, so the table holds at most limit plus those). Expired rows are
+// swept out on the way.
+func (s *Store) SaveOIDCLogin(ctx context.Context, state string, l OIDCLogin, ttl time.Duration, gate Gate, limit int) error {
+	var open, saved bool
+	var retry time.Duration
 	err := s.pool.QueryRow(ctx, `
 		WITH sweep AS (DELETE FROM oidc_logins WHERE expires_at < now()),
+		g AS (SELECT NOT $5 OR state = 'complete' AS open FROM bootstrap_state),
+		p AS (
+			SELECT count(*) AS n, coalesce(min(expires_at) - now(), '0'::interval) AS retry
+			FROM (SELECT expires_at FROM oidc_logins WHERE expires_at >= now() ORDER BY expires_at LIMIT $6) live
+		),
 		ins AS (
 			INSERT INTO oidc_logins (state_hash, nonce, code_verifier, expires_at)
-			SELECT $1, $2, $3, now() + $4::interval FROM bootstrap_state WHERE NOT $5 OR state = 'complete'
+			SELECT $1, $2, $3, now() + $4::interval FROM g, p WHERE g.open AND ($6 <= 0 OR p.n < $6)
 			RETURNING true AS saved
 		)
-		SELECT EXISTS (SELECT 1 FROM ins)`, hashToken(state), l.Nonce, l.CodeVerifier, ttl, bool(gate)).Scan(&saved)
-	if err != nil {
+		SELECT g.open, EXISTS (SELECT 1 FROM ins), p.retry FROM g, p`,
+		hashToken(state), l.Nonce, l.CodeVerifier, ttl, bool(gate), max(limit, 0)).Scan(&open, &saved, &retry)
+	switch {
+	case err != nil:
 		return wrap(err, "save sign-in")
-	}
-	if !saved {
+	case !open:
 		return ErrBootstrapPending
+	case !saved:
+		return &PendingLimitError{RetryAfter: max(retry, time.Second)}
 	}
 	return nil
 }

@@ -1,0 +1,48 @@
+package main
+
+import (
+	"testing"
+	"time"
+
+	"github.com/terdut-server/terdut-server/internal/pgtest"
+)
+
+// TestServe_Housekeeping: a running server sweeps dead sessions on its schedule and brings
+// the keys of single sign-on people within --sso-api-key-max-ttl, and stops doing so cleanly.
+func TestServe_Housekeeping(t *testing.T) {
+	db := pgtest.MustEmptyDatabase(t)
+	srv := startServe(t, env{"TERDUT_DATABASE_URL": db}, "--sweep-interval", "1s", "--sso-api-key-max-ttl", "24h")
+
+	mustQuery(t, db, `WITH pw AS (INSERT INTO users (username) VALUES ('alice') RETURNING id),
+		sso AS (INSERT INTO users (username, oidc_issuer, oidc_subject) VALUES ('sam', 'https://idp.test', 'sam') RETURNING id),
+		s AS (INSERT INTO sessions (user_id, token_hash, expires_at, revoked_at)
+			SELECT pw.id, sha256(v.tag::bytea), v.expires, v.revoked FROM pw, (VALUES
+				('live', now() + interval '1 hour', NULL::timestamptz),
+				('revoked', now() + interval '1 hour', now()),
+				('expired', now() - interval '1 second', NULL)) v(tag, expires, revoked)),
+		k AS (INSERT INTO api_keys (user_id, name, key_hash) SELECT pw.id, 'pw', sha256('pw'::bytea) FROM pw)
+		INSERT INTO api_keys (user_id, name, key_hash) SELECT sso.id, 'sso', sha256('sso'::bytea) FROM sso`)
+
+	deadline := time.Now().Add(startTimeout)
+	for {
+		got := mustQuery(t, db, `SELECT
+			(SELECT count(*) FROM sessions WHERE revoked_at IS NOT NULL OR expires_at <= now()),
+			(SELECT count(*) FROM sessions),
+			(SELECT count(*) FROM api_keys WHERE name = 'sso' AND expires_at BETWEEN now() + interval '23 hours' AND now() + interval '24 hours'),
+			(SELECT count(*) FROM api_keys WHERE name = 'pw' AND expires_at IS NULL)`)
+		if len(got) == 1 && got[0] == "0 1 1 1" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("dead sessions, sessions, capped SSO keys, uncapped password keys: got %v, want [0 1 1 1] within %s; stderr:\n%s",
+				got, startTimeout, srv.Stderr)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err := srv.stop(); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	mustContain(t, "stderr", srv.Stderr.String(), "housekeeping: swept dead rows", `"sessions":2`,
+		"housekeeping: API keys of single sign-on people now expire within --sso-api-key-max-ttl")
+	mustNotContain(t, "stderr", srv.Stderr.String(), "housekeeping: sweep failed", "capping the API keys of single sign-on people failed")
+}

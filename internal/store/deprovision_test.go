@@ -1,0 +1,51 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/terdut-server/terdut-server/internal/store"
+)
+
+func TestDeprovisionSSOUser(t *testing.T) {
+	ctx := context.Background()
+	st := mustStore(t)
+	ada := mustSSOUser(t, st, "sso-ada", store.RoleAdmin)
+	_, adaKey := mustKey(t, st, ada.ID)
+	_, _, _, err := st.SignInSSO(ctx, store.SSOIdentity{Issuer: ada.OIDCIssuer, Subject: ada.OIDCSubject,
+		Usernames: []string{"ada"}, Role: store.RoleAdmin}, time.Hour, store.GateOff)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := mustSSOUser(t, st, "sso-otto", store.RoleAdmin)
+	_, otherKey := mustKey(t, st, other.ID)
+
+	d, err := st.DeprovisionSSOUser(ctx, ada.OIDCIssuer, ada.OIDCSubject)
+	want := store.Deprovisioned{UserID: ada.ID, WasAdmin: true, RevokedAPIKeys: 1, RevokedSessions: 2}
+	if err != nil || d != want {
+		t.Fatalf("got %+v, %v, want %+v", d, err, want)
+	}
+	if _, err := st.AuthenticateAPIKey(ctx, adaKey); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("ada's key: got %v, want %v", err, store.ErrNotFound)
+	}
+	if u, err := st.User(ctx, ada.ID); err != nil || u.Role != store.RoleMember {
+		t.Errorf("ada: got %+v, %v, want a member who still exists", u, err)
+	}
+	if n := mustCount(t, st, `SELECT count(*) FROM sessions WHERE user_id = $1 AND revoked_at IS NULL`, ada.ID); n != 0 {
+		t.Errorf("ada's live sessions: got %d, want 0", n)
+	}
+	// Nobody else is touched.
+	if u, err := st.AuthenticateAPIKey(ctx, otherKey); err != nil || u.ID != other.ID || u.Role != store.RoleAdmin {
+		t.Errorf("otto's key: got %+v, %v, want otto, still an admin", u, err)
+	}
+
+	again, err := st.DeprovisionSSOUser(ctx, ada.OIDCIssuer, ada.OIDCSubject)
+	if want := (store.Deprovisioned{UserID: ada.ID}); err != nil || again != want {
+		t.Errorf("again: got %+v, %v, want %+v", again, err, want)
+	}
+	if _, err := st.DeprovisionSSOUser(ctx, ada.OIDCIssuer, "nobody"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("an unknown subject: got %v, want %v", err, store.ErrNotFound)
+	}
+}

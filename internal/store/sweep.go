@@ -1,0 +1,76 @@
+package store
+
+import (
+	"context"
+	"time"
+)
+
+// sweepBatch bounds the rows one statement of Sweep deletes, so that no sweep holds many
+// row locks or a long transaction.
+const sweepBatch = 5000
+
+// ExpiredKeyRetention is how long an expired API key stays listed to its owner, who can
+// see why it stopped working, before Sweep deletes it. A revoked key goes at once.
+const ExpiredKeyRetention = 7 * 24 * time.Hour
+
+// SweepResult counts the rows a Sweep deleted, by table.
+type SweepResult struct {
+	Sessions   int64 // revoked or expired
+	APIKeys    int64 // revoked, or expired for longer than ExpiredKeyRetention
+	OIDCLogins int64 // sign-ins never finished, past their expiry
+}
+
+// Sweep deletes the rows that can never be used again: revoked and expired sessions, revoked
+// keys and keys long expired, and sign-ins that were never finished. Replicas may sweep at the
+// same time: each skips the rows another is deleting, so none waits and none fails.
+func (s *Store) Sweep(ctx context.Context) (SweepResult, error) {
+	var res SweepResult
+	var err error
+	if res.Sessions, err = s.sweep(ctx, `DELETE FROM sessions WHERE id IN (
+		SELECT id FROM sessions WHERE revoked_at IS NOT NULL OR expires_at <= now()
+		LIMIT $1 FOR UPDATE SKIP LOCKED)`); err != nil {
+		return res, wrap(err, "sweep sessions")
+	}
+	if res.APIKeys, err = s.sweep(ctx, `DELETE FROM api_keys WHERE id IN (
+		SELECT id FROM api_keys WHERE revoked_at IS NOT NULL OR expires_at <= now() - $2::interval
+		LIMIT $1 FOR UPDATE SKIP LOCKED)`, ExpiredKeyRetention); err != nil {
+		return res, wrap(err, "sweep API keys")
+	}
+	if res.OIDCLogins, err = s.sweep(ctx, `DELETE FROM oidc_logins WHERE state_hash IN (
+		SELECT state_hash FROM oidc_logins WHERE expires_at <= now()
+		LIMIT $1 FOR UPDATE SKIP LOCKED)`); err != nil {
+		return res, wrap(err, "sweep sign-ins")
+	}
+	return res, nil
+}
+
+// sweep runs a batched delete (its first argument is the batch size) until a batch comes up
+// short, and returns how many rows it deleted in all.
+func (s *Store) sweep(ctx context.Context, query string, args ...any) (int64, error) {
+	var total int64
+	for {
+		tag, err := s.pool.Exec(ctx, query, append([]any{sweepBatch}, args...)...)
+		if err != nil {
+			return total, err
+		}
+		total += tag.RowsAffected()
+		if tag.RowsAffected() < sweepBatch {
+			return total, nil
+		}
+	}
+}
+
+// CapSSOAPIKeys brings the live keys of single sign-on people within maxTTL from now: a key
+// without an expiry, or with a later one, gets now + maxTTL. It applies the cap to keys issued
+// before it existed or while it was longer, and returns how many keys it changed. A key it
+// has capped is not changed again until the cap shrinks.
+func (s *Store) CapSSOAPIKeys(ctx context.Context, maxTTL time.Duration) (int64, error) {
+	tag, err := s.pool.Exec(ctx, `UPDATE api_keys k SET expires_at = now() + $1::interval
+		FROM users u
+		WHERE u.id = k.user_id AND u.oidc_issuer IS NOT NULL AND k.revoked_at IS NULL
+			AND (k.expires_at IS NULL OR k.expires_at > now() + $1::interval)`, maxTTL)
+	if err != nil {
+		return 0, wrap(err, "cap SSO API keys")
+	}
+	return tag.RowsAffected(), nil
+}
