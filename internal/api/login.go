@@ -55,7 +55,7 @@ func (s *server) handleLogin() http.Handler {
 		if !utf8.ValidString(name) || strings.ContainsRune(name, 0) {
 			name = "" // the database cannot hold such a name (it would fail the query): nobody has it
 		}
-		u, hash, err := s.store.UserForSignIn(r.Context(), name, store.Gate(s.opts.Gate), s.opts.LoginLimit)
+		u, hash, attempt, err := s.store.UserForSignIn(r.Context(), name, store.Gate(s.opts.Gate), s.opts.LoginLimit)
 		var limited *store.RateLimitedError
 		switch {
 		case errors.Is(err, store.ErrBootstrapPending):
@@ -74,21 +74,23 @@ func (s *server) handleLogin() http.Handler {
 			// whose group rules a password would get around.
 			hash = ""
 		}
+		// The attempt is already counted as a failure, whatever becomes of this request.
 		if !s.passwords.Check(hash, req.Password) {
 			s.metrics.signinRefused.WithLabelValues("password", "invalid_credentials").Inc()
-			if err := s.store.RecordLoginFailure(r.Context(), name, s.opts.LoginLimit.Window); err != nil {
-				fail(err)
-				return
-			}
 			fail(errBadCredentials)
 			return
 		}
-		sess, err := s.store.CreateSession(r.Context(), u.ID, s.opts.SessionTTL, store.Gate(s.opts.Gate))
-		if errors.Is(err, store.ErrBootstrapPending) {
+		sess, err := s.store.CreatePasswordSession(r.Context(), u.ID, hash, attempt, s.opts.SessionTTL, store.Gate(s.opts.Gate))
+		switch {
+		case errors.Is(err, store.ErrBootstrapPending):
 			s.refusePending(w, r, "password")
 			return
-		}
-		if err != nil {
+		case errors.Is(err, store.ErrNotFound):
+			// The password changed (or the user went) while it was being checked.
+			s.metrics.signinRefused.WithLabelValues("password", "invalid_credentials").Inc()
+			fail(errBadCredentials)
+			return
+		case err != nil:
 			fail(err)
 			return
 		}

@@ -25,8 +25,8 @@ type Store interface {
 	User(ctx context.Context, id int64) (store.User, error)
 	Users(ctx context.Context) ([]store.User, error)
 	DeleteUser(ctx context.Context, id int64) error
-	UserForSignIn(ctx context.Context, username string, gate store.Gate, limit store.RateLimit) (store.User, string, error)
-	RecordLoginFailure(ctx context.Context, username string, window time.Duration) error
+	UserForSignIn(ctx context.Context, username string, gate store.Gate, limit store.RateLimit) (store.User, string, store.Attempt, error)
+	ReleaseAttempt(ctx context.Context, a store.Attempt) error
 	PasswordHash(ctx context.Context, id int64) (string, error)
 	SetPasswordHash(ctx context.Context, id int64, hash, keepSession string) error
 
@@ -36,6 +36,7 @@ type Store interface {
 	AuthenticateAPIKey(ctx context.Context, secret string) (store.User, error)
 
 	CreateSession(ctx context.Context, userID int64, ttl time.Duration, gate store.Gate) (store.Session, error)
+	CreatePasswordSession(ctx context.Context, userID int64, checkedHash string, a store.Attempt, ttl time.Duration, gate store.Gate) (store.Session, error)
 	AuthenticateSession(ctx context.Context, token string) (store.User, error)
 	EndSession(ctx context.Context, token string) error
 
