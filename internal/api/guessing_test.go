@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/crypto/bcrypt"
+
 	"github.com/terdut-server/terdut-server/internal/api"
 	"github.com/terdut-server/terdut-server/internal/apitest"
 	"github.com/terdut-server/terdut-server/internal/pgtest"
@@ -183,5 +185,91 @@ func TestLogin_OddUsernames(t *testing.T) {
 	}
 	if logs := e.srv.Logs.String(); strings.Contains(logs, `"level":"ERROR"`) {
 		t.Fatalf("got an error logged for an odd username, want none: %s", logs)
+	}
+}
+
+// TestPasswords_CurrentPasswordThrottle: guessing current_password when changing one's own
+// password is throttled like sign-in, on the same count: past the limit even the right current
+// password is refused, and the password is not changed.
+func TestPasswords_CurrentPasswordThrottle(t *testing.T) {
+	e := newCoreEnv(t, func(o *api.Options) { o.LoginLimit = store.RateLimit{Max: 3, Window: time.Minute} })
+	change := func(current string) apitest.Response {
+		return e.do(t, apitest.Request{Method: http.MethodPut, Path: userURL(e.alice.User.ID, "/password"),
+			Bearer: e.alice.APIKey, Body: map[string]string{"password": "a-new-password", "current_password": current}})
+	}
+	for i := range 3 {
+		wantAPIError(t, change("wrong-guess-"+strconv.Itoa(i)), http.StatusForbidden, "wrong_current_password")
+	}
+	wantAPIError(t, change("another-guess"), http.StatusTooManyRequests, "rate_limited")
+	resp := change(e.alice.Password)
+	wantAPIError(t, resp, http.StatusTooManyRequests, "rate_limited")
+	if resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("got no Retry-After, want one")
+	}
+	// The same count throttles sign-in; and the password is still the old one.
+	wantStatus(t, login(t, e.srv, "alice", e.alice.Password, nil), http.StatusTooManyRequests)
+	hash, err := e.srv.Store.PasswordHash(t.Context(), e.alice.User.ID)
+	if err != nil || bcrypt.CompareHashAndPassword([]byte(hash), []byte(e.alice.Password)) != nil {
+		t.Fatalf("alice's password after the refused change: got %v, want the old one", err)
+	}
+
+	t.Run("RightPasswordReleases", func(t *testing.T) {
+		for i := range 6 {
+			pw := fmt.Sprintf("bobs-password-%d", i)
+			current := e.bob.Password
+			if i > 0 {
+				current = fmt.Sprintf("bobs-password-%d", i-1)
+			}
+			wantStatus(t, e.do(t, apitest.Request{Method: http.MethodPut, Path: userURL(e.bob.User.ID, "/password"),
+				Bearer: e.bob.APIKey, Body: map[string]string{"password": pw, "current_password": current}}), http.StatusNoContent)
+		}
+	})
+}
+
+// TestLogin_Rehash: a password stored at another bcrypt cost than --password-hash-cost is
+// rehashed at the configured cost when its owner signs in, keeping their sessions; so after the
+// cost is raised, checking a real user's password takes as long as checking the dummy for a
+// name that does not exist.
+func TestLogin_Rehash(t *testing.T) {
+	db := pgtest.MustDatabase(t)
+	withCost := func(cost int) func(*api.Options) {
+		return func(o *api.Options) {
+			p, err := api.NewPasswords(cost)
+			if err != nil {
+				t.Fatal(err)
+			}
+			o.Passwords = p
+		}
+	}
+	raised, lowered := apitest.NewServer(t, db, withCost(6)), apitest.NewServer(t, db, withCost(bcrypt.MinCost))
+	raised.MustClaim(t)
+	alice := apitest.MustPerson(t, raised.Store, "alice", store.RoleMember) // stored at bcrypt.MinCost
+	storedCost := func() (int, string) {
+		t.Helper()
+		hash, err := raised.Store.PasswordHash(t.Context(), alice.User.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cost, err := bcrypt.Cost([]byte(hash))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cost, hash
+	}
+	first := raised.MustLogin(t, "alice", alice.Password)
+	cost, hash := storedCost()
+	if cost != 6 {
+		t.Fatalf("stored cost after a sign-in at cost 6: got %d, want 6", cost)
+	}
+	raised.MustLogin(t, "alice", alice.Password)
+	if _, again := storedCost(); again != hash {
+		t.Fatalf("a sign-in at the stored cost rehashed the password, want it left alone")
+	}
+	if got := meStatus(t, raised, first); got != http.StatusOK {
+		t.Fatalf("the first session after the rehash: got %d, want 200 (a rehash keeps sessions)", got)
+	}
+	lowered.MustLogin(t, "alice", alice.Password)
+	if cost, _ := storedCost(); cost != bcrypt.MinCost {
+		t.Fatalf("stored cost after a sign-in at cost %d: got %d, want %d", bcrypt.MinCost, cost, bcrypt.MinCost)
 	}
 }

@@ -94,6 +94,9 @@ func (s *server) handleLogin() http.Handler {
 			fail(err)
 			return
 		}
+		if s.passwords.NeedsRehash(hash) {
+			s.rehash(r.Context(), u.ID, hash, req.Password)
+		}
 		s.setSessionCookie(w, sess)
 		s.metrics.signins.WithLabelValues("password").Inc()
 		if form {

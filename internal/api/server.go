@@ -27,8 +27,8 @@ type Store interface {
 	DeleteUser(ctx context.Context, id int64) error
 	UserForSignIn(ctx context.Context, username string, gate store.Gate, limit store.RateLimit) (store.User, string, store.Attempt, error)
 	ReleaseAttempt(ctx context.Context, a store.Attempt) error
-	PasswordHash(ctx context.Context, id int64) (string, error)
 	SetPasswordHash(ctx context.Context, id int64, hash, keepSession string) error
+	RehashPassword(ctx context.Context, id int64, oldHash, newHash string) error
 
 	CreateAPIKey(ctx context.Context, userID int64, name string) (store.APIKey, string, error)
 	APIKeys(ctx context.Context, userID int64) ([]store.APIKey, error)
