@@ -3,6 +3,7 @@ package main
 import (
 	"io"
 	"log/slog"
+	"net/netip"
 	"reflect"
 	"strings"
 	"testing"
@@ -16,7 +17,7 @@ const testDB = "postgres://terdut@db.example:5432/terdut"
 func defaultConfig() (Config, string) {
 	return Config{Listen: ":8080", DatabaseURL: testDB, BootstrapGate: true, ResetMax: 5, ResetWindow: time.Minute,
 		PasswordLogin: true, LoginLimitMax: 10, LoginLimitWindow: 15 * time.Minute, PasswordCost: 12, SessionTTL: 12 * time.Hour, OIDCGroupsClaim: "groups",
-		LogLevel: slog.LevelInfo, ShutdownTimeout: 20 * time.Second}, "http://localhost:8080"
+		LogLevel: slog.LevelInfo, ShutdownTimeout: 20 * time.Second, LoginRatePerIP: 20}, "http://localhost:8080"
 }
 
 func TestParseConfig(t *testing.T) {
@@ -35,9 +36,13 @@ func TestParseConfig(t *testing.T) {
 			"--public-url", "https://terdut.example.com/", "--bootstrap-gate=false", "--operator-token-file", "/run/token",
 			"--bootstrap-reset-limit", "2", "--bootstrap-reset-window", "10m", "--password-login=false",
 			"--password-hash-cost", "10", "--session-ttl", "1h", "--log-level", "debug", "--shutdown-timeout", "5s",
-			"--password-login-limit", "3", "--password-login-window", "1h"},
+			"--password-login-limit", "3", "--password-login-window", "1h",
+			"--login-rate-per-ip", "5", "--trusted-proxies", "10.0.0.0/8, 192.0.2.7,,fd00::/8"},
 			want: func(c *Config, publicURL *string) {
 				c.LoginLimitMax, c.LoginLimitWindow = 3, time.Hour
+				c.LoginRatePerIP = 5
+				c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.0.2.7/32"),
+					netip.MustParsePrefix("fd00::/8")}
 				c.Listen, *publicURL, c.BootstrapGate, c.OperatorTokenFile = "127.0.0.1:9000", "https://terdut.example.com/", false, "/run/token"
 				c.ResetMax, c.ResetWindow, c.PasswordLogin, c.PasswordCost = 2, 10*time.Minute, false, 10
 				c.SessionTTL, c.LogLevel, c.ShutdownTimeout = time.Hour, slog.LevelDebug, 5*time.Second
@@ -46,9 +51,11 @@ func TestParseConfig(t *testing.T) {
 			"TERDUT_BOOTSTRAP_GATE": "false", "TERDUT_OPERATOR_TOKEN_FILE": "/run/token", "TERDUT_BOOTSTRAP_RESET_LIMIT": "3",
 			"TERDUT_BOOTSTRAP_RESET_WINDOW": "30s", "TERDUT_PASSWORD_LOGIN": "false", "TERDUT_PASSWORD_HASH_COST": "4",
 			"TERDUT_SESSION_TTL": "2h", "TERDUT_LOG_LEVEL": "warn", "TERDUT_SHUTDOWN_TIMEOUT": "1s",
-			"TERDUT_PASSWORD_LOGIN_LIMIT": "20", "TERDUT_PASSWORD_LOGIN_WINDOW": "5m"},
+			"TERDUT_PASSWORD_LOGIN_LIMIT": "20", "TERDUT_PASSWORD_LOGIN_WINDOW": "5m",
+			"TERDUT_LOGIN_RATE_PER_IP": "0", "TERDUT_TRUSTED_PROXIES": "10.1.2.0/24"},
 			want: func(c *Config, publicURL *string) {
 				c.LoginLimitMax, c.LoginLimitWindow = 20, 5*time.Minute
+				c.LoginRatePerIP, c.TrustedProxies = 0, []netip.Prefix{netip.MustParsePrefix("10.1.2.0/24")}
 				c.Listen, *publicURL, c.BootstrapGate, c.OperatorTokenFile = ":9090", "https://t.example", false, "/run/token"
 				c.ResetMax, c.ResetWindow, c.PasswordLogin, c.PasswordCost = 3, 30*time.Second, false, 4
 				c.SessionTTL, c.LogLevel, c.ShutdownTimeout = 2*time.Hour, slog.LevelWarn, time.Second
@@ -131,6 +138,9 @@ func TestParseConfig_Invalid(t *testing.T) {
 		{name: "ErrResetWindow", args: []string{"--bootstrap-reset-window", "0s"}, env: db, want: []string{"--bootstrap-reset-window"}},
 		{name: "ErrLoginLimit", args: []string{"--password-login-limit", "0"}, env: db, want: []string{"--password-login-limit"}},
 		{name: "ErrLoginWindow", args: []string{"--password-login-window", "-1m"}, env: db, want: []string{"--password-login-window"}},
+		{name: "ErrLoginRatePerIP", args: []string{"--login-rate-per-ip", "-1"}, env: db, want: []string{"--login-rate-per-ip -1"}},
+		{name: "ErrTrustedProxies", args: []string{"--trusted-proxies", "10.0.0.0/8,proxy.internal"}, env: db,
+			want: []string{`--trusted-proxies "proxy.internal"`, "CIDR"}},
 		{name: "ErrDatabaseURLFileMissing", args: []string{"--database-url-file", "/nonexistent/terdut-db-url"}, want: []string{"--database-url-file", "/nonexistent/terdut-db-url"}},
 		{name: "ErrDatabaseURLFileEmpty", env: env{"TERDUT_DATABASE_URL_FILE": emptyFile}, want: []string{"--database-url-file", "is empty"}},
 		{name: "ErrOIDCSecretFileEmpty", args: []string{"--oidc-client-secret-file", emptyFile}, env: oidc, want: []string{"--oidc-client-secret-file", "is empty"}},

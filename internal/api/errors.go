@@ -46,13 +46,18 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		s.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path,
 			"status", e.Status, "err", err)
 	}
-	if e.RetryAfter > 0 {
-		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(e.RetryAfter.Seconds()))))
-	}
+	setRetryAfter(w, e.RetryAfter)
 	if e.Status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="terdut-server"`)
 	}
 	writeJSON(w, e.Status, errorBody{Error: e.Message, Code: e.Code})
+}
+
+// setRetryAfter tells the client when to try again, in whole seconds rounded up; nothing for 0.
+func setRetryAfter(w http.ResponseWriter, d time.Duration) {
+	if d > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(d.Seconds()))))
+	}
 }
 
 func (s *server) classify(err error) *apiError {

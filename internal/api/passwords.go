@@ -117,7 +117,13 @@ func (s *server) handlePasswordSet() http.Handler {
 				s.writeError(w, r, err)
 				return
 			}
-			if !s.passwords.Check(current, req.CurrentPassword) {
+			ok, err := s.checkPassword(r.Context(), current, req.CurrentPassword)
+			if err != nil {
+				s.releaseUnchecked(r.Context(), attempt)
+				s.writeError(w, r, err)
+				return
+			}
+			if !ok {
 				s.writeError(w, r, &apiError{Status: http.StatusForbidden, Code: "wrong_current_password",
 					Message: "To change your own password, send your current password as current_password."})
 				return

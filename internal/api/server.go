@@ -7,7 +7,9 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"net/url"
+	"runtime"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -63,6 +65,12 @@ type Options struct {
 	Logger         *slog.Logger
 	Registry       prometheus.Registerer
 	Gatherer       prometheus.Gatherer
+
+	// Bounds on what anonymous callers can make one replica do (see limits.go).
+	LoginRatePerAddress int            // sign-ins (password, or SSO start) a minute per client address; 0: no limit
+	TrustedProxies      []netip.Prefix // peers whose X-Forwarded-For names the client; none: it is ignored
+	PasswordChecks      int            // password checks at once; 0: GOMAXPROCS
+	PasswordCheckWait   time.Duration  // how long a check waits for a free slot; 0: 1s
 }
 
 type server struct {
@@ -73,6 +81,9 @@ type server struct {
 	oidc        *oidcClient
 	passwords   *Passwords
 	crossOrigin *http.CrossOriginProtection
+	addresses   *addressLimiter
+	checks      *checkSlots
+	cookieName  string // of the session cookie
 }
 
 // NewServer returns the HTTP handler for every endpoint (see routes.go).
@@ -81,6 +92,10 @@ func NewServer(st Store, opts Options) http.Handler {
 		crossOrigin: http.NewCrossOriginProtection()}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
+	}
+	s.cookieName = sessionCookie
+	if opts.PublicURL != nil && opts.PublicURL.Scheme == "https" {
+		s.cookieName = "__Host-" + sessionCookie
 	}
 	if opts.SessionTTL == 0 {
 		s.opts.SessionTTL = 12 * time.Hour
@@ -93,6 +108,14 @@ func NewServer(st Store, opts Options) http.Handler {
 		s.opts.Registry, s.opts.Gatherer = reg, reg
 	}
 	s.metrics = newMetrics(s.opts.Registry, st)
+	s.addresses = newAddressLimiter(opts.LoginRatePerAddress, maxTrackedAddresses)
+	if s.opts.PasswordChecks <= 0 {
+		s.opts.PasswordChecks = runtime.GOMAXPROCS(0)
+	}
+	if s.opts.PasswordCheckWait <= 0 {
+		s.opts.PasswordCheckWait = time.Second
+	}
+	s.checks = newCheckSlots(s.opts.PasswordChecks, s.opts.PasswordCheckWait, s.opts.Registry)
 	if opts.OIDC != nil && opts.OIDC.Issuer != "" {
 		redirect := opts.PublicURL.JoinPath("/auth/oidc/callback").String()
 		s.oidc = newOIDCClient(*opts.OIDC, redirect)
