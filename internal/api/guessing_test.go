@@ -151,7 +151,13 @@ func TestLogin_RacingPasswordReset(t *testing.T) {
 				}
 			})
 		}
-		<-signedIn
+		select {
+		case <-signedIn:
+		case <-time.After(30 * time.Second):
+			done.Store(true)
+			wg.Wait()
+			t.Fatalf("round %d: no sign-in with the old password succeeded in 30s", round)
+		}
 		setPassword([]*apitest.Server{a, b}[round%2], fmt.Sprintf("new-password-%d", round))
 		done.Store(true)
 		wg.Wait()

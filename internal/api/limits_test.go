@@ -103,7 +103,7 @@ func TestLogin_CheckSlots(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const requests, limit = 16, 16
+	const requests, limit = 24, 24
 	srv := apitest.NewServer(t, db, func(o *api.Options) {
 		o.Passwords, o.PasswordChecks, o.PasswordCheckWait = passwords, 1, 10*time.Millisecond
 		o.LoginLimit = store.RateLimit{Max: limit, Window: time.Minute}

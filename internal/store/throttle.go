@@ -29,8 +29,8 @@ func throttleKey(username string) []byte {
 // were reserved within the window $2, under the row's lock: concurrent reservations of one
 // username, on any replica, wait for each other and each sees the others' (ON CONFLICT DO
 // UPDATE works on the newest row version). It returns whether this one was admitted, its time
-// (its identity for the release), and when the oldest check in the window expires.
-// The SELECT it inserts from is added by each caller (the rows that may reserve).
+// (its identity for the release), and when the oldest check in the window expires. %s is the
+// SELECT of the row to insert: none when nothing may be reserved (the gate is closed).
 const reserveAttempt = `
 	INSERT INTO login_attempts AS a (key, attempts, admitted) %s
 	ON CONFLICT (key) DO UPDATE SET (attempts, admitted, touched_at) = (
