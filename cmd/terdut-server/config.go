@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"net/url"
 	"os"
 	"strings"
@@ -29,6 +30,8 @@ type Config struct {
 	LoginLimitMax     int
 	LoginLimitWindow  time.Duration
 	PasswordCost      int
+	LoginRatePerIP    int
+	TrustedProxies    []netip.Prefix
 	SessionTTL        time.Duration
 	OIDCIssuer        string
 	OIDCClientID      string
@@ -50,7 +53,7 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var c Config
-	var publicURL, dbURLFile, secretFile, allowed, admins, logLevel string
+	var publicURL, dbURLFile, secretFile, allowed, admins, logLevel, proxies string
 	fs.StringVar(&c.Listen, "listen", ":8080", "address to listen on")
 	fs.StringVar(&c.DatabaseURL, "database-url", "", "Postgres URL (postgres://user:pass@host:5432/db)")
 	fs.StringVar(&dbURLFile, "database-url-file", "", "file holding the Postgres URL, instead of --database-url")
@@ -64,6 +67,8 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 	fs.IntVar(&c.LoginLimitMax, "password-login-limit", 10, "failed password sign-ins allowed per username per --password-login-window, across replicas")
 	fs.DurationVar(&c.LoginLimitWindow, "password-login-window", 15*time.Minute, "window of --password-login-limit")
 	fs.IntVar(&c.PasswordCost, "password-hash-cost", 12, "bcrypt cost of stored passwords (4-31)")
+	fs.IntVar(&c.LoginRatePerIP, "login-rate-per-ip", 20, "sign-ins (password, or the start of single sign-on) allowed per minute from one client address, on each replica; 0: no limit")
+	fs.StringVar(&proxies, "trusted-proxies", "", "comma-separated addresses or CIDR ranges of proxies whose X-Forwarded-For names the client; empty: the header is ignored")
 	fs.DurationVar(&c.SessionTTL, "session-ttl", 12*time.Hour, "how long a sign-in lasts")
 	fs.StringVar(&c.OIDCIssuer, "oidc-issuer", "", "OIDC issuer URL; empty turns single sign-on off")
 	fs.StringVar(&c.OIDCClientID, "oidc-client-id", "", "OIDC client id")
@@ -94,6 +99,9 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 		return Config{}, err
 	}
 	c.OIDCAllowedGroups, c.OIDCAdminGroups = splitList(allowed), splitList(admins)
+	if c.TrustedProxies, err = parsePrefixes(proxies); err != nil {
+		return Config{}, err
+	}
 	if err := c.LogLevel.UnmarshalText([]byte(logLevel)); err != nil {
 		return Config{}, fmt.Errorf("--log-level %q: use debug, info, warn or error", logLevel)
 	}
@@ -131,6 +139,9 @@ func (c Config) validate() error {
 	}
 	if c.SweepInterval < time.Second {
 		problems = append(problems, "--sweep-interval: use at least 1s")
+	}
+	if c.LoginRatePerIP < 0 {
+		problems = append(problems, fmt.Sprintf("--login-rate-per-ip %d: use 0 (no limit) or more", c.LoginRatePerIP))
 	}
 	if c.OIDCIssuer != "" {
 		if u, err := url.Parse(c.OIDCIssuer); err != nil || u.Scheme == "" || u.Host == "" {
@@ -198,6 +209,23 @@ func fromFile(value, file, setting string) (string, error) {
 		return "", fmt.Errorf("--%s-file %s is empty", setting, file)
 	}
 	return v, nil
+}
+
+// parsePrefixes reads --trusted-proxies: addresses (a range of one) or CIDR ranges.
+func parsePrefixes(s string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, p := range splitList(s) {
+		prefix, err := netip.ParsePrefix(p)
+		if err != nil {
+			addr, aerr := netip.ParseAddr(p)
+			if aerr != nil {
+				return nil, fmt.Errorf("--trusted-proxies %q: give IP addresses or CIDR ranges, such as 10.0.0.0/8,fd00::/8", p)
+			}
+			prefix = netip.PrefixFrom(addr.Unmap(), addr.Unmap().BitLen())
+		}
+		out = append(out, prefix.Masked())
+	}
+	return out, nil
 }
 
 func splitList(s string) []string {

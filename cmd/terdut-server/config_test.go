@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"reflect"
 	"strings"
 	"testing"
@@ -21,8 +22,8 @@ func defaultConfig() (Config, string) {
 		PasswordLogin: true, LoginLimitMax: 10, LoginLimitWindow: 15 * time.Minute, PasswordCost: 12, SessionTTL: 12 * time.Hour, OIDCGroupsClaim: "groups",
 		LogLevel: slog.LevelInfo, ShutdownTimeout: 20 * time.Second,
 		OperatorOIDC:     OperatorOIDCConfig{Audience: "terdut-server", TokenFile: defaultServiceAccountTokenFile},
-		OIDCPendingLimit: 1000, APIKeysPerUser: 100, SSOAPIKeyMaxTTL: 2160 * time.Hour, SweepInterval: 15 * time.Minute}, "http://localhost:8080"
-
+		OIDCPendingLimit: 1000, APIKeysPerUser: 100, SSOAPIKeyMaxTTL: 2160 * time.Hour, SweepInterval: 15 * time.Minute,
+		LoginRatePerIP: 20}, "http://localhost:8080"
 }
 
 func TestParseConfig(t *testing.T) {
@@ -43,10 +44,14 @@ func TestParseConfig(t *testing.T) {
 			"--bootstrap-reset-limit", "2", "--bootstrap-reset-window", "10m", "--password-login=false",
 			"--password-hash-cost", "10", "--session-ttl", "1h", "--log-level", "debug", "--shutdown-timeout", "5s",
 			"--password-login-limit", "3", "--password-login-window", "1h",
-			"--oidc-pending-limit", "50", "--api-keys-per-user", "7", "--sso-api-key-max-ttl", "720h", "--sweep-interval", "1m"},
+			"--oidc-pending-limit", "50", "--api-keys-per-user", "7", "--sso-api-key-max-ttl", "720h", "--sweep-interval", "1m",
+			"--login-rate-per-ip", "5", "--trusted-proxies", "10.0.0.0/8, 192.0.2.7,,fd00::/8"},
 			want: func(c *Config, publicURL *string) {
 				c.LoginLimitMax, c.LoginLimitWindow = 3, time.Hour
 				c.OIDCPendingLimit, c.APIKeysPerUser, c.SSOAPIKeyMaxTTL, c.SweepInterval = 50, 7, 720*time.Hour, time.Minute
+				c.LoginRatePerIP = 5
+				c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.0.2.7/32"),
+					netip.MustParsePrefix("fd00::/8")}
 				c.Listen, *publicURL, c.BootstrapGate, c.OperatorTokenFile = "127.0.0.1:9000", "https://terdut.example.com/", false, "/run/token"
 				c.ResetMax, c.ResetWindow, c.PasswordLogin, c.PasswordCost = 2, 10*time.Minute, false, 10
 				c.SessionTTL, c.LogLevel, c.ShutdownTimeout = time.Hour, slog.LevelDebug, 5*time.Second
@@ -57,10 +62,12 @@ func TestParseConfig(t *testing.T) {
 			"TERDUT_SESSION_TTL": "2h", "TERDUT_LOG_LEVEL": "warn", "TERDUT_SHUTDOWN_TIMEOUT": "1s",
 			"TERDUT_PASSWORD_LOGIN_LIMIT": "20", "TERDUT_PASSWORD_LOGIN_WINDOW": "5m",
 			"TERDUT_OIDC_PENDING_LIMIT": "60", "TERDUT_API_KEYS_PER_USER": "8", "TERDUT_SSO_API_KEY_MAX_TTL": "24h",
-			"TERDUT_SWEEP_INTERVAL": "30s"},
+			"TERDUT_SWEEP_INTERVAL":    "30s",
+			"TERDUT_LOGIN_RATE_PER_IP": "0", "TERDUT_TRUSTED_PROXIES": "10.1.2.0/24"},
 			want: func(c *Config, publicURL *string) {
 				c.LoginLimitMax, c.LoginLimitWindow = 20, 5*time.Minute
 				c.OIDCPendingLimit, c.APIKeysPerUser, c.SSOAPIKeyMaxTTL, c.SweepInterval = 60, 8, 24*time.Hour, 30*time.Second
+				c.LoginRatePerIP, c.TrustedProxies = 0, []netip.Prefix{netip.MustParsePrefix("10.1.2.0/24")}
 				c.Listen, *publicURL, c.BootstrapGate, c.OperatorTokenFile = ":9090", "https://t.example", false, "/run/token"
 				c.ResetMax, c.ResetWindow, c.PasswordLogin, c.PasswordCost = 3, 30*time.Second, false, 4
 				c.SessionTTL, c.LogLevel, c.ShutdownTimeout = 2*time.Hour, slog.LevelWarn, time.Second
@@ -164,6 +171,9 @@ func TestParseConfig_Invalid(t *testing.T) {
 		{name: "ErrEnvSSOAPIKeyMaxTTL", env: env{"TERDUT_DATABASE_URL": testDB, "TERDUT_SSO_API_KEY_MAX_TTL": "90d"},
 			want: []string{"TERDUT_SSO_API_KEY_MAX_TTL", "90d"}},
 		{name: "ErrSweepInterval", args: []string{"--sweep-interval", "0s"}, env: db, want: []string{"--sweep-interval", "at least 1s"}},
+		{name: "ErrLoginRatePerIP", args: []string{"--login-rate-per-ip", "-1"}, env: db, want: []string{"--login-rate-per-ip -1"}},
+		{name: "ErrTrustedProxies", args: []string{"--trusted-proxies", "10.0.0.0/8,proxy.internal"}, env: db,
+			want: []string{`--trusted-proxies "proxy.internal"`, "CIDR"}},
 		{name: "ErrDatabaseURLFileMissing", args: []string{"--database-url-file", "/nonexistent/terdut-db-url"}, want: []string{"--database-url-file", "/nonexistent/terdut-db-url"}},
 		{name: "ErrDatabaseURLFileEmpty", env: env{"TERDUT_DATABASE_URL_FILE": emptyFile}, want: []string{"--database-url-file", "is empty"}},
 		{name: "ErrOIDCSecretFileEmpty", args: []string{"--oidc-client-secret-file", emptyFile}, env: oidc, want: []string{"--oidc-client-secret-file", "is empty"}},

@@ -58,6 +58,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		ResetLimit: store.RateLimit{Max: cfg.ResetMax, Window: cfg.ResetWindow},
 		LoginLimit: store.RateLimit{Max: cfg.LoginLimitMax, Window: cfg.LoginLimitWindow}, Registry: reg, Gatherer: reg,
 		OIDCPendingLimit: cfg.OIDCPendingLimit, APIKeysPerUser: cfg.APIKeysPerUser, SSOAPIKeyMaxTTL: cfg.SSOAPIKeyMaxTTL}
+	opts.LoginRatePerAddress, opts.TrustedProxies = cfg.LoginRatePerIP, cfg.TrustedProxies
 	if cfg.OIDCIssuer != "" {
 		opts.OIDC = &api.OIDCOptions{Issuer: cfg.OIDCIssuer, ClientID: cfg.OIDCClientID, ClientSecret: cfg.OIDCClientSecret,
 			GroupsClaim: cfg.OIDCGroupsClaim, AllowedGroups: cfg.OIDCAllowedGroups, AdminGroups: cfg.OIDCAdminGroups}

@@ -9,7 +9,9 @@ import (
 	"github.com/terdut-server/terdut-server/internal/store"
 )
 
-// sessionCookie names the cookie that carries a browser's session token.
+// sessionCookie names the cookie that carries a browser's session token. With an https public
+// URL it is prefixed __Host- (see server.cookieName): browsers then take it only from this very
+// host over https, with Path=/ and no Domain, so no other site or subdomain can plant one.
 const sessionCookie = "terdut_session"
 
 type ctxKey int
@@ -86,7 +88,7 @@ func (s *server) authenticate(r *http.Request) (principal, error) {
 		}
 		return principal{User: u}, err
 	}
-	c, err := r.Cookie(sessionCookie)
+	c, err := r.Cookie(s.cookieName)
 	if err != nil || !isSecret(c.Value) {
 		return principal{}, errUnauthorized
 	}

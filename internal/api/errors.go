@@ -46,7 +46,7 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		s.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path,
 			"status", e.Status, "err", err)
 	}
-	setRetryAfter(w, e)
+	setRetryAfter(w, e.RetryAfter)
 	if e.Status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="terdut-server"`)
 	}
@@ -59,9 +59,10 @@ func (e *apiError) failure() bool {
 	return e.Status >= 500 && e.Code != "bootstrap_pending" && e.Code != "too_many_signins_in_progress"
 }
 
-func setRetryAfter(w http.ResponseWriter, e *apiError) {
-	if e.RetryAfter > 0 {
-		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(e.RetryAfter.Seconds()))))
+// setRetryAfter tells the client when to try again, in whole seconds rounded up; nothing for 0.
+func setRetryAfter(w http.ResponseWriter, d time.Duration) {
+	if d > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(d.Seconds()))))
 	}
 }
 

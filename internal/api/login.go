@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strings"
@@ -32,6 +33,7 @@ func (s *server) handleLogin() http.Handler {
 				if e.Status >= 500 {
 					s.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 				}
+				setRetryAfter(w, e.RetryAfter)
 				s.renderLogin(w, r, e)
 				return
 			}
@@ -46,6 +48,10 @@ func (s *server) handleLogin() http.Handler {
 				Message: "Password sign-in is turned off on this server; use single sign-on."})
 			return
 		}
+		if err := s.allowAddress(r, "password"); err != nil {
+			fail(err)
+			return
+		}
 		req, err := readLogin(w, r, form)
 		if err != nil {
 			fail(err)
@@ -55,7 +61,7 @@ func (s *server) handleLogin() http.Handler {
 		if !utf8.ValidString(name) || strings.ContainsRune(name, 0) {
 			name = "" // the database cannot hold such a name (it would fail the query): nobody has it
 		}
-		u, hash, err := s.store.UserForSignIn(r.Context(), name, store.Gate(s.opts.Gate), s.opts.LoginLimit)
+		u, hash, attempt, err := s.store.UserForSignIn(r.Context(), name, store.Gate(s.opts.Gate), s.opts.LoginLimit)
 		var limited *store.RateLimitedError
 		switch {
 		case errors.Is(err, store.ErrBootstrapPending):
@@ -74,23 +80,38 @@ func (s *server) handleLogin() http.Handler {
 			// whose group rules a password would get around.
 			hash = ""
 		}
-		if !s.passwords.Check(hash, req.Password) {
+		ok, err := s.checkPassword(r.Context(), hash, req.Password)
+		if err != nil {
+			s.releaseUnchecked(r.Context(), attempt)
+			s.metrics.signinRefused.WithLabelValues("password", "overloaded").Inc()
+			fail(err)
+			return
+		}
+		// A wrong password was counted when its check was reserved, whatever becomes of this
+		// request: nothing more to write.
+		if !ok {
 			s.metrics.signinRefused.WithLabelValues("password", "invalid_credentials").Inc()
-			if err := s.store.RecordLoginFailure(r.Context(), name, s.opts.LoginLimit.Window); err != nil {
-				fail(err)
-				return
-			}
 			fail(errBadCredentials)
 			return
 		}
-		sess, err := s.store.CreateSession(r.Context(), u.ID, s.opts.SessionTTL, store.Gate(s.opts.Gate))
-		if errors.Is(err, store.ErrBootstrapPending) {
+		// The check's outcome is written even if the client has gone meanwhile.
+		sess, err := s.store.CreatePasswordSession(context.WithoutCancel(r.Context()), u.ID, hash, attempt,
+			s.opts.SessionTTL, store.Gate(s.opts.Gate))
+		switch {
+		case errors.Is(err, store.ErrBootstrapPending):
 			s.refusePending(w, r, "password")
 			return
-		}
-		if err != nil {
+		case errors.Is(err, store.ErrNotFound):
+			// The password changed (or the user went) while it was being checked.
+			s.metrics.signinRefused.WithLabelValues("password", "invalid_credentials").Inc()
+			fail(errBadCredentials)
+			return
+		case err != nil:
 			fail(err)
 			return
+		}
+		if s.passwords.NeedsRehash(hash) {
+			s.rehash(r.Context(), u.ID, hash, req.Password)
 		}
 		s.setSessionCookie(w, sess)
 		s.metrics.signins.WithLabelValues("password").Inc()
@@ -100,6 +121,14 @@ func (s *server) handleLogin() http.Handler {
 		}
 		writeJSON(w, http.StatusOK, response{User: toUserJSON(u)})
 	})
+}
+
+// releaseUnchecked gives back an attempt whose password was never checked, even if the client
+// has gone: it was no guess.
+func (s *server) releaseUnchecked(ctx context.Context, a store.Attempt) {
+	if err := s.store.ReleaseAttempt(context.WithoutCancel(ctx), a); err != nil {
+		s.log.WarnContext(ctx, "release an unchecked sign-in attempt", "err", err)
+	}
 }
 
 func isFormPost(r *http.Request) bool {
@@ -128,7 +157,7 @@ func (s *server) handleLogout() http.Handler {
 				Message: "Cross-site requests may not change anything here."})
 			return
 		}
-		if c, err := r.Cookie(sessionCookie); err == nil && isSecret(c.Value) {
+		if c, err := r.Cookie(s.cookieName); err == nil && isSecret(c.Value) {
 			if err := s.store.EndSession(r.Context(), c.Value); err != nil {
 				s.writeError(w, r, err)
 				return
@@ -143,11 +172,13 @@ func (s *server) handleLogout() http.Handler {
 	})
 }
 
+// setSessionCookie hands the browser its session; no cache may keep the answer that carries it.
 func (s *server) setSessionCookie(w http.ResponseWriter, sess store.Session) {
+	w.Header().Set("Cache-Control", "no-store")
 	http.SetCookie(w, s.cookie(sess.Token, int(time.Until(sess.ExpiresAt).Seconds())))
 }
 
 func (s *server) cookie(value string, maxAge int) *http.Cookie {
-	return &http.Cookie{Name: sessionCookie, Value: value, Path: "/", MaxAge: maxAge,
+	return &http.Cookie{Name: s.cookieName, Value: value, Path: "/", MaxAge: maxAge,
 		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: s.opts.PublicURL.Scheme == "https"}
 }

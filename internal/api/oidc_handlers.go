@@ -32,6 +32,10 @@ var (
 
 func (s *server) handleOIDCLogin() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := s.allowAddress(r, "oidc"); err != nil {
+			s.fail(w, r, err)
+			return
+		}
 		if s.oidc == nil {
 			s.fail(w, r, errSSONotConfigured)
 			return

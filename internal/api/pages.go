@@ -51,6 +51,8 @@ func (s *server) renderPage(w http.ResponseWriter, status int, name string, data
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Referrer-Policy", "no-referrer")
 	w.WriteHeader(status)
 	_, _ = w.Write(buf.Bytes())
 }
@@ -65,7 +67,7 @@ func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if e.failure() {
 		s.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
-	setRetryAfter(w, e)
+	setRetryAfter(w, e.RetryAfter)
 	s.renderPage(w, e.Status, "error.html", &pageData{Error: e.Message})
 }
 

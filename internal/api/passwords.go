@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"net/http"
 
@@ -43,6 +44,27 @@ func (p *Passwords) Check(hash, password string) bool {
 		return false
 	}
 	return bcrypt.CompareHashAndPassword([]byte(hash), []byte(password)) == nil
+}
+
+// NeedsRehash reports whether hash was made at another cost than the configured one. A sign-in
+// rehashes such a password, so that checking it takes as long as checking the dummy does for a
+// name that does not exist: otherwise, after the cost is raised, timing tells the two apart.
+func (p *Passwords) NeedsRehash(hash string) bool {
+	cost, err := bcrypt.Cost([]byte(hash))
+	return err == nil && cost != p.cost
+}
+
+// rehash stores password, just checked against oldHash, at the configured cost. It is best
+// effort (the sign-in has succeeded either way) and runs to the end even if the client leaves.
+func (s *server) rehash(ctx context.Context, id int64, oldHash, password string) {
+	ctx = context.WithoutCancel(ctx)
+	hash, err := s.passwords.Hash(password)
+	if err == nil {
+		err = s.store.RehashPassword(ctx, id, oldHash, hash)
+	}
+	if err != nil && !errors.Is(err, store.ErrNotFound) { // not found: the password changed meanwhile
+		s.log.WarnContext(ctx, "rehash password at the configured cost", "user_id", id, "err", err)
+	}
 }
 
 // maxPasswordBytes is bcrypt's limit: it reads no further.
@@ -89,14 +111,25 @@ func (s *server) handlePasswordSet() http.Handler {
 			return
 		}
 		if caller.User.ID == id && target.HasPassword {
-			current, err := s.store.PasswordHash(r.Context(), id)
+			// Guessing the current password here is throttled like sign-in, on the same count.
+			_, current, attempt, err := s.store.UserForSignIn(r.Context(), target.Username, store.GateOff, s.opts.LoginLimit)
 			if err != nil && !errors.Is(err, store.ErrNotFound) {
 				s.writeError(w, r, err)
 				return
 			}
-			if !s.passwords.Check(current, req.CurrentPassword) {
+			ok, err := s.checkPassword(r.Context(), current, req.CurrentPassword)
+			if err != nil {
+				s.releaseUnchecked(r.Context(), attempt)
+				s.writeError(w, r, err)
+				return
+			}
+			if !ok {
 				s.writeError(w, r, &apiError{Status: http.StatusForbidden, Code: "wrong_current_password",
 					Message: "To change your own password, send your current password as current_password."})
+				return
+			}
+			if err := s.store.ReleaseAttempt(r.Context(), attempt); err != nil {
+				s.writeError(w, r, err)
 				return
 			}
 		}

@@ -7,7 +7,9 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"net/url"
+	"runtime"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -26,10 +28,10 @@ type Store interface {
 	User(ctx context.Context, id int64) (store.User, error)
 	Users(ctx context.Context) ([]store.User, error)
 	DeleteUser(ctx context.Context, id int64) error
-	UserForSignIn(ctx context.Context, username string, gate store.Gate, limit store.RateLimit) (store.User, string, error)
-	RecordLoginFailure(ctx context.Context, username string, window time.Duration) error
-	PasswordHash(ctx context.Context, id int64) (string, error)
+	UserForSignIn(ctx context.Context, username string, gate store.Gate, limit store.RateLimit) (store.User, string, store.Attempt, error)
+	ReleaseAttempt(ctx context.Context, a store.Attempt) error
 	SetPasswordHash(ctx context.Context, id int64, hash, keepSession string) error
+	RehashPassword(ctx context.Context, id int64, oldHash, newHash string) error
 
 	IssueAPIKey(ctx context.Context, nk store.NewAPIKey, lim store.APIKeyLimits) (store.APIKey, string, error)
 	APIKeys(ctx context.Context, userID int64) ([]store.APIKey, error)
@@ -37,6 +39,7 @@ type Store interface {
 	AuthenticateAPIKey(ctx context.Context, secret string) (store.User, error)
 
 	CreateSession(ctx context.Context, userID int64, ttl time.Duration, gate store.Gate) (store.Session, error)
+	CreatePasswordSession(ctx context.Context, userID int64, checkedHash string, a store.Attempt, ttl time.Duration, gate store.Gate) (store.Session, error)
 	AuthenticateSession(ctx context.Context, token string) (store.User, error)
 	EndSession(ctx context.Context, token string) error
 
@@ -74,6 +77,12 @@ type Options struct {
 	APIKeysPerUser int
 	// SSOAPIKeyMaxTTL bounds the life of the API keys of single sign-on people; zero: 2160h.
 	SSOAPIKeyMaxTTL time.Duration
+
+	// Bounds on what anonymous callers can make one replica do (see limits.go).
+	LoginRatePerAddress int            // sign-ins (password, or SSO start) a minute per client address; 0: no limit
+	TrustedProxies      []netip.Prefix // peers whose X-Forwarded-For names the client; none: it is ignored
+	PasswordChecks      int            // password checks at once; 0: GOMAXPROCS
+	PasswordCheckWait   time.Duration  // how long a check waits for a free slot; 0: 1s
 }
 
 type server struct {
@@ -84,6 +93,9 @@ type server struct {
 	oidc        *oidcClient
 	passwords   *Passwords
 	crossOrigin *http.CrossOriginProtection
+	addresses   *addressLimiter
+	checks      *checkSlots
+	cookieName  string // of the session cookie
 }
 
 // NewServer returns the HTTP handler for every endpoint (see routes.go).
@@ -92,6 +104,10 @@ func NewServer(st Store, opts Options) http.Handler {
 		crossOrigin: http.NewCrossOriginProtection()}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
+	}
+	s.cookieName = sessionCookie
+	if opts.PublicURL != nil && opts.PublicURL.Scheme == "https" {
+		s.cookieName = "__Host-" + sessionCookie
 	}
 	if opts.SessionTTL == 0 {
 		s.opts.SessionTTL = 12 * time.Hour
@@ -113,6 +129,14 @@ func NewServer(st Store, opts Options) http.Handler {
 		s.opts.Registry, s.opts.Gatherer = reg, reg
 	}
 	s.metrics = newMetrics(s.opts.Registry, st)
+	s.addresses = newAddressLimiter(opts.LoginRatePerAddress, maxTrackedAddresses)
+	if s.opts.PasswordChecks <= 0 {
+		s.opts.PasswordChecks = runtime.GOMAXPROCS(0)
+	}
+	if s.opts.PasswordCheckWait <= 0 {
+		s.opts.PasswordCheckWait = time.Second
+	}
+	s.checks = newCheckSlots(s.opts.PasswordChecks, s.opts.PasswordCheckWait, s.opts.Registry)
 	if opts.OIDC != nil && opts.OIDC.Issuer != "" {
 		redirect := opts.PublicURL.JoinPath("/auth/oidc/callback").String()
 		s.oidc = newOIDCClient(*opts.OIDC, redirect)

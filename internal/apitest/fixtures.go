@@ -84,12 +84,16 @@ func (s *Server) MustClaim(tb testing.TB) string {
 	return body.APIKey.Key
 }
 
-// MustLogin signs in with a password and returns the session cookie.
+// MustLogin signs in with a password and returns the session cookie (terdut_session, or
+// __Host-terdut_session with an https public URL).
 func (s *Server) MustLogin(tb testing.TB, username, password string) *http.Cookie {
 	tb.Helper()
 	resp := s.MustDo(tb, Request{Method: http.MethodPost, Path: "/api/auth/login",
 		Body: map[string]string{"username": username, "password": password}})
 	c := resp.Cookie("terdut_session")
+	if s.Options.PublicURL.Scheme == "https" {
+		c = resp.Cookie("__Host-terdut_session")
+	}
 	if resp.Status != http.StatusOK || c == nil {
 		tb.Fatalf("login %s: got %d %s, want 200 with a session cookie", username, resp.Status, resp.Body)
 	}

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -42,6 +43,42 @@ func (s *Store) CreateSession(ctx context.Context, userID int64, ttl time.Durati
 		)
 		SELECT gate.open, ins.expires_at FROM gate LEFT JOIN ins ON true`,
 		userID, hashToken(sess.Token), ttl, bool(gate)).Scan(&open, &expires)
+	switch {
+	case err != nil:
+		return Session{}, wrap(err, "create session")
+	case !open:
+		return Session{}, ErrBootstrapPending
+	case expires == nil:
+		return Session{}, ErrNotFound
+	}
+	sess.ExpiresAt = *expires
+	return sess, nil
+}
+
+// CreatePasswordSession is CreateSession for a password sign-in: it signs the user in only if
+// their password hash is still checkedHash, the one the password was checked against, and
+// releases the attempt the check reserved (see UserForSignIn), all in one statement. The user's
+// row is read under a share lock, so a password change either commits first (this sees the new
+// hash and returns ErrNotFound) or waits for this statement, and then revokes the session it
+// created. It returns ErrBootstrapPending like CreateSession, and ErrNotFound when the user is
+// gone or their password changed.
+func (s *Store) CreatePasswordSession(ctx context.Context, userID int64, checkedHash string, a Attempt,
+	ttl time.Duration, gate Gate) (Session, error) {
+	sess := Session{Token: newSecret(), UserID: userID}
+	var open bool
+	var expires *time.Time
+	err := s.pool.QueryRow(ctx, `
+		WITH gate AS (SELECT NOT $4 OR state = 'complete' AS open FROM bootstrap_state FOR SHARE),
+		u AS (SELECT id FROM users WHERE id = $1 AND password_hash = $5 FOR SHARE),
+		ins AS (
+			INSERT INTO sessions (user_id, token_hash, expires_at)
+			SELECT u.id, $2, now() + $3::interval FROM u, gate WHERE gate.open
+			RETURNING expires_at
+		),
+		released AS (`+fmt.Sprintf(releaseAttempt, "$6", "$7")+`
+			AND EXISTS (SELECT 1 FROM ins))
+		SELECT gate.open, ins.expires_at FROM gate LEFT JOIN ins ON true`,
+		userID, hashToken(sess.Token), ttl, bool(gate), checkedHash, a.key, a.at).Scan(&open, &expires)
 	switch {
 	case err != nil:
 		return Session{}, wrap(err, "create session")

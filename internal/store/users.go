@@ -136,6 +136,21 @@ func (s *Store) SetPasswordHash(ctx context.Context, id int64, hash string, keep
 	})
 }
 
+// RehashPassword replaces the user's password hash with newHash, the same password hashed at
+// another cost, if the stored hash is still oldHash; sessions are kept, as the password is
+// the same. It returns ErrNotFound when the hash changed meanwhile (or the user is gone).
+func (s *Store) RehashPassword(ctx context.Context, id int64, oldHash, newHash string) error {
+	tag, err := s.pool.Exec(ctx, `UPDATE users SET password_hash = $3 WHERE id = $1 AND password_hash = $2`,
+		id, oldHash, newHash)
+	if err != nil {
+		return wrap(err, "rehash password")
+	}
+	if tag.RowsAffected() == 0 {
+		return ErrNotFound
+	}
+	return nil
+}
+
 // PasswordHash returns the user's password hash, or ErrNotFound when the user has none.
 func (s *Store) PasswordHash(ctx context.Context, id int64) (string, error) {
 	var hash *string
@@ -152,47 +167,52 @@ func (s *Store) PasswordHash(ctx context.Context, id int64) (string, error) {
 // UserByUsername returns the user and password hash for a password sign-in.
 // The hash is empty when the user has none; ErrNotFound when no such user exists.
 func (s *Store) UserByUsername(ctx context.Context, username string) (User, string, error) {
-	return s.UserForSignIn(ctx, username, GateOff, RateLimit{})
+	u, hash, _, err := s.UserForSignIn(ctx, username, GateOff, RateLimit{})
+	return u, hash, err
 }
 
-// UserForSignIn is UserByUsername for a password sign-in: the gate, the throttle on guessing
+// userForSignIn is the gate, the reservation of a check against the guessing limit (see
+// reserveAttempt) and the lookup, in one statement. One row whether or not the user exists
+// (an absent user scans as id 0); no reservation while the gate is closed or without a limit.
+var userForSignIn = `
+	WITH g AS (SELECT NOT $4 OR state = 'complete' AS open FROM bootstrap_state),
+	sweep AS (` + sweepAttempts + `),
+	r AS (` + fmt.Sprintf(reserveAttempt, `SELECT $1, ARRAY[now()], true FROM g WHERE g.open AND $3 > 0`) + `)
+	SELECT g.open, coalesce(r.admitted, true), r.at, coalesce(r.retry, '0'::interval),
+		coalesce(u.id, 0), coalesce(u.username, ''), coalesce(u.email, ''), coalesce(u.role, 'member'),
+		coalesce(u.kind, 'human'), coalesce(u.oidc_issuer, ''), coalesce(u.oidc_subject, ''),
+		u.password_hash IS NOT NULL, coalesce(u.created_at, 'epoch'), u.password_hash
+	FROM g LEFT JOIN r ON true LEFT JOIN users u ON u.username = $5`
+
+// UserForSignIn is UserByUsername for a password check: the gate, the throttle on guessing
 // and the lookup in one round trip, the same whether or not the user exists. With the gate on
-// it returns ErrBootstrapPending while the install is unclaimed; past limit.Max failed
-// sign-ins for the username within limit.Window (see RecordLoginFailure) it returns
-// *RateLimitedError. It is the early answer, before any password is checked; CreateSession
-// takes the gate's binding decision.
-func (s *Store) UserForSignIn(ctx context.Context, username string, gate Gate, limit RateLimit) (User, string, error) {
+// it returns ErrBootstrapPending while the install is unclaimed. With a limit it reserves the
+// check first, under a lock on the username that every replica shares: past limit.Max checks
+// reserved for the username within limit.Window it returns *RateLimitedError, however many
+// arrive at once. The reserved Attempt counts as a failed guess until it is released (by
+// CreatePasswordSession or ReleaseAttempt); it is returned with ErrNotFound too, as a name
+// that does not exist is throttled like one that does. CreateSession and
+// CreatePasswordSession take the gate's binding decision.
+func (s *Store) UserForSignIn(ctx context.Context, username string, gate Gate, limit RateLimit) (User, string, Attempt, error) {
 	var hash *string
 	var u User
-	var open bool
-	var failures int
+	var open, admitted bool
 	var retry time.Duration
-	// One row whether or not the user exists: an absent user scans as id 0.
-	err := s.pool.QueryRow(ctx, `
-		SELECT g.open, f.failures, f.retry,
-			coalesce(u.id, 0), coalesce(u.username, ''), coalesce(u.email, ''), coalesce(u.role, 'member'),
-			coalesce(u.kind, 'human'), coalesce(u.oidc_issuer, ''), coalesce(u.oidc_subject, ''),
-			u.password_hash IS NOT NULL, coalesce(u.created_at, 'epoch'), u.password_hash
-		FROM (SELECT NOT $2 OR state = 'complete' AS open FROM bootstrap_state) g
-		CROSS JOIN (
-			SELECT count(*) AS failures, coalesce(min(at) + $4::interval - now(), '0'::interval) AS retry
-			FROM (SELECT at FROM login_failures WHERE username = $3 AND at > now() - $4::interval
-			      ORDER BY at DESC LIMIT $5) recent
-		) f
-		LEFT JOIN users u ON u.username = $1`,
-		username, bool(gate), throttleKey(username), limit.Window, max(limit.Max, 0)).Scan(&open, &failures, &retry,
+	a := Attempt{key: throttleKey(username)}
+	err := s.pool.QueryRow(ctx, userForSignIn, a.key, limit.Window, max(limit.Max, 0), bool(gate), username).Scan(
+		&open, &admitted, &a.at, &retry,
 		&u.ID, &u.Username, &u.Email, &u.Role, &u.Kind, &u.OIDCIssuer, &u.OIDCSubject, &u.HasPassword, &u.CreatedAt, &hash)
 	switch {
 	case err != nil:
-		return User{}, "", wrap(err, "find user")
+		return User{}, "", Attempt{}, wrap(err, "find user")
 	case !open:
-		return User{}, "", ErrBootstrapPending
-	case limit.Max > 0 && failures >= limit.Max:
-		return User{}, "", &RateLimitedError{RetryAfter: max(retry, time.Second)}
+		return User{}, "", Attempt{}, ErrBootstrapPending
+	case !admitted:
+		return User{}, "", Attempt{}, &RateLimitedError{RetryAfter: max(retry, time.Second)}
 	case u.ID == 0:
-		return User{}, "", ErrNotFound
+		return User{}, "", a, ErrNotFound
 	case hash == nil:
-		return u, "", nil
+		return u, "", a, nil
 	}
-	return u, *hash, nil
+	return u, *hash, a, nil
 }

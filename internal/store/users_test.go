@@ -72,18 +72,18 @@ func TestUsers_Get(t *testing.T) {
 		alice := mustUser(t, pending, "alice", store.RoleMember)
 		// While pending, the gate answers the same whether or not the user exists.
 		for _, name := range []string{"alice", "nobody"} {
-			if _, _, err := pending.UserForSignIn(ctx, name, store.GateOn, store.RateLimit{}); !errors.Is(err, store.ErrBootstrapPending) {
+			if _, _, _, err := pending.UserForSignIn(ctx, name, store.GateOn, store.RateLimit{}); !errors.Is(err, store.ErrBootstrapPending) {
 				t.Fatalf("%s while pending: got %v, want %v", name, err, store.ErrBootstrapPending)
 			}
 		}
-		if u, _, err := pending.UserForSignIn(ctx, "alice", store.GateOff, store.RateLimit{}); err != nil || u.ID != alice.ID {
+		if u, _, _, err := pending.UserForSignIn(ctx, "alice", store.GateOff, store.RateLimit{}); err != nil || u.ID != alice.ID {
 			t.Fatalf("alice with the gate off: got %+v, %v, want alice", u, err)
 		}
 		mustClaim(t, pending)
-		if u, _, err := pending.UserForSignIn(ctx, "alice", store.GateOn, store.RateLimit{}); err != nil || u.ID != alice.ID {
+		if u, _, _, err := pending.UserForSignIn(ctx, "alice", store.GateOn, store.RateLimit{}); err != nil || u.ID != alice.ID {
 			t.Fatalf("alice after the claim: got %+v, %v, want alice", u, err)
 		}
-		if _, _, err := pending.UserForSignIn(ctx, "nobody", store.GateOn, store.RateLimit{}); !errors.Is(err, store.ErrNotFound) {
+		if _, _, _, err := pending.UserForSignIn(ctx, "nobody", store.GateOn, store.RateLimit{}); !errors.Is(err, store.ErrNotFound) {
 			t.Fatalf("nobody after the claim: got %v, want %v", err, store.ErrNotFound)
 		}
 	})

@@ -1,0 +1,119 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/terdut-server/terdut-server/internal/store"
+)
+
+func TestAttempts(t *testing.T) {
+	ctx := context.Background()
+	limit := store.RateLimit{Max: 2, Window: time.Hour}
+
+	t.Run("ReservedUntilReleased", func(t *testing.T) {
+		st := mustStore(t)
+		mustClaim(t, st)
+		alice := mustUser(t, st, "alice", store.RoleMember)
+		_, _, first, err := st.UserForSignIn(ctx, "alice", store.GateOn, limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The name in another case is looked up as typed, but throttled as the same name.
+		if _, _, _, err := st.UserForSignIn(ctx, "ALICE", store.GateOn, limit); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("ALICE: got %v, want %v", err, store.ErrNotFound)
+		}
+		var rl *store.RateLimitedError
+		if _, _, _, err := st.UserForSignIn(ctx, "alice", store.GateOn, limit); !errors.As(err, &rl) || rl.RetryAfter < 59*time.Minute {
+			t.Fatalf("a third check: got %v, want *RateLimitedError with about an hour to wait", err)
+		}
+		if err := st.ReleaseAttempt(ctx, first); err != nil {
+			t.Fatal(err)
+		}
+		if u, _, _, err := st.UserForSignIn(ctx, "alice", store.GateOn, limit); err != nil || u.ID != alice.ID {
+			t.Fatalf("after a release: got %+v, %v, want alice", u, err)
+		}
+		for range 2 {
+			if _, _, _, err := st.UserForSignIn(ctx, "nobody", store.GateOn, limit); !errors.Is(err, store.ErrNotFound) {
+				t.Fatalf("nobody: got %v, want %v", err, store.ErrNotFound)
+			}
+		}
+		if _, _, _, err := st.UserForSignIn(ctx, "nobody", store.GateOn, limit); !errors.As(err, &rl) {
+			t.Fatalf("nobody, a third time: got %v, want *RateLimitedError", err)
+		}
+		if n := mustCount(t, st, `SELECT count(*) FROM login_attempts WHERE octet_length(key) <> 32`); n != 0 {
+			t.Fatalf("got %d keys that are not SHA-256 digests, want none", n)
+		}
+	})
+
+	t.Run("PasswordSessionNeedsTheCheckedHash", func(t *testing.T) {
+		st := mustStore(t)
+		mustClaim(t, st)
+		alice := mustUser(t, st, "alice", store.RoleMember)
+		if err := st.SetPasswordHash(ctx, alice.ID, "hash-1", ""); err != nil {
+			t.Fatal(err)
+		}
+		_, hash, a, err := st.UserForSignIn(ctx, "alice", store.GateOn, limit)
+		if err != nil || hash != "hash-1" {
+			t.Fatalf("got %q, %v, want hash-1", hash, err)
+		}
+		if err := st.SetPasswordHash(ctx, alice.ID, "hash-2", ""); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.CreatePasswordSession(ctx, alice.ID, hash, a, time.Hour, store.GateOn); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("with a changed password: got %v, want %v", err, store.ErrNotFound)
+		}
+		if _, err := st.CreatePasswordSession(ctx, alice.ID, "hash-2", a, time.Hour, store.GateOn); err != nil {
+			t.Fatalf("with the stored hash: got %v, want a session", err)
+		}
+		// The session released the attempt: two more checks fit in the limit.
+		for range 2 {
+			if _, _, _, err := st.UserForSignIn(ctx, "alice", store.GateOn, limit); err != nil {
+				t.Fatalf("after the session: got %v, want a check", err)
+			}
+		}
+	})
+
+	t.Run("Rehash", func(t *testing.T) {
+		st := mustStore(t)
+		alice := mustUser(t, st, "alice", store.RoleMember)
+		if err := st.SetPasswordHash(ctx, alice.ID, "cheap", ""); err != nil {
+			t.Fatal(err)
+		}
+		sess, err := st.CreateSession(ctx, alice.ID, time.Hour, store.GateOff)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.RehashPassword(ctx, alice.ID, "stale", "dear"); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("from a stale hash: got %v, want %v", err, store.ErrNotFound)
+		}
+		if err := st.RehashPassword(ctx, alice.ID, "cheap", "dear"); err != nil {
+			t.Fatal(err)
+		}
+		if h, err := st.PasswordHash(ctx, alice.ID); err != nil || h != "dear" {
+			t.Fatalf("got %q, %v, want dear", h, err)
+		}
+		if _, err := st.AuthenticateSession(ctx, sess.Token); err != nil {
+			t.Fatalf("the session after a rehash: got %v, want it kept", err)
+		}
+	})
+
+	t.Run("Sweep", func(t *testing.T) {
+		st := mustStore(t)
+		short := store.RateLimit{Max: 2, Window: time.Millisecond}
+		for _, name := range []string{"a", "b", "c"} {
+			if _, _, _, err := st.UserForSignIn(ctx, name, store.GateOff, short); !errors.Is(err, store.ErrNotFound) {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+		if _, _, _, err := st.UserForSignIn(ctx, "d", store.GateOff, short); !errors.Is(err, store.ErrNotFound) {
+			t.Fatal(err)
+		}
+		if n := mustCount(t, st, `SELECT count(*) FROM login_attempts`); n != 1 {
+			t.Fatalf("got %d rows after a window of quiet, want only the newest name's", n)
+		}
+	})
+}
