@@ -82,21 +82,51 @@ func (s *Store) RevokeAPIKey(ctx context.Context, userID, keyID int64) error {
 	return nil
 }
 
-// AuthenticateAPIKey returns the owner of a live key, or ErrNotFound. It is one round trip:
-// last_used_at is refreshed in the same statement, and only when it is older than
-// lastUsedResolution, so steady use of a key does not write on every request.
+// AuthenticateAPIKey returns the owner of a live key, or ErrNotFound. Every call reads the
+// key and its owner from the database, so a revoked key, a deleted person or a changed role
+// takes effect at once on every replica. The read writes nothing: last_used_at is refreshed
+// by a second statement only when it is older than lastUsedResolution, so a key in steady
+// use costs one read-only round trip per request and one write per period.
 func (s *Store) AuthenticateAPIKey(ctx context.Context, secret string) (User, error) {
-	u, err := scanUser(s.pool.QueryRow(ctx, `
-		WITH k AS (
-			SELECT id, user_id, last_used_at FROM api_keys
-			WHERE key_hash = $1 AND revoked_at IS NULL
-		), touch AS (
-			UPDATE api_keys SET last_used_at = now() FROM k
-			WHERE api_keys.id = k.id AND (k.last_used_at IS NULL OR k.last_used_at < now() - $2::interval)
-		)
-		SELECT `+userColumns+` FROM k JOIN users u ON u.id = k.user_id`,
-		hashToken(secret), lastUsedResolution))
-	return u, wrap(err, "authenticate API key")
+	var u User
+	var keyID int64
+	var stale bool
+	var role, kind string
+	// Plain types as scan targets: Role and Kind would make pgx convert by reflection.
+	err := s.pool.QueryRow(ctx, authenticateAPIKeySQL, hashToken(secret), lastUsedResolution).Scan(
+		&keyID, &stale, &u.ID, &u.Username, &u.Email, &role, &kind, &u.OIDCIssuer, &u.OIDCSubject,
+		&u.HasPassword, &u.CreatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return User{}, ErrNotFound
+	}
+	if err != nil {
+		return User{}, wrap(err, "authenticate API key")
+	}
+	u.Role, u.Kind = Role(role), Kind(kind)
+	if stale {
+		if err := s.touchAPIKey(ctx, keyID); err != nil {
+			return User{}, err
+		}
+	}
+	return u, nil
+}
+
+// authenticateAPIKeySQL finds a live key by the unique index on key_hash and joins its owner
+// by primary key. Its WHERE clause says which keys are live; the second column says whether
+// last_used_at is due for a refresh, by the database's clock, as touchAPIKey judges it.
+const authenticateAPIKeySQL = `SELECT k.id, k.last_used_at IS NULL OR k.last_used_at < now() - $2::interval,
+	` + userColumns + `
+	FROM api_keys k JOIN users u ON u.id = k.user_id
+	WHERE k.key_hash = $1 AND k.revoked_at IS NULL`
+
+// touchAPIKey sets the key's last_used_at to now if it is still stale. The condition is on
+// the row itself, so that when requests on several replicas find the key stale at once, the
+// first write makes the others no-ops (each waits for the first and re-checks the row).
+func (s *Store) touchAPIKey(ctx context.Context, keyID int64) error {
+	_, err := s.pool.Exec(ctx, `UPDATE api_keys SET last_used_at = now()
+		WHERE id = $1 AND (last_used_at IS NULL OR last_used_at < now() - $2::interval)`,
+		keyID, lastUsedResolution)
+	return wrap(err, "record API key use")
 }
 
 // revokeUserKeys revokes every live key of the user and returns how many it revoked.
