@@ -9,9 +9,11 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// lastUsedResolution is how stale last_used_at may be: authenticating with a key writes
-// it at most once per this period, so a busy key costs one read per request, not a write.
-const lastUsedResolution = 30 * time.Second
+// lastUsedStale says, in SQL, that a key's last_used_at is due for a refresh: never set, or
+// older than 30 seconds. Authenticating with a key writes it at most once per 30 seconds, so
+// a busy key costs one read per request, not a write. The period is written into the
+// statements rather than sent with each one.
+const lastUsedStale = `(last_used_at IS NULL OR last_used_at < now() - interval '30 seconds')`
 
 // APIKey describes a key without its secret, which exists only at creation.
 type APIKey struct {
@@ -85,17 +87,16 @@ func (s *Store) RevokeAPIKey(ctx context.Context, userID, keyID int64) error {
 // AuthenticateAPIKey returns the owner of a live key, or ErrNotFound. Every call reads the
 // key and its owner from the database, so a revoked key, a deleted person or a changed role
 // takes effect at once on every replica. The read writes nothing: last_used_at is refreshed
-// by a second statement only when it is older than lastUsedResolution, so a key in steady
+// by a second statement only when it is stale (lastUsedStale), so a key in steady
 // use costs one read-only round trip per request and one write per period.
 func (s *Store) AuthenticateAPIKey(ctx context.Context, secret string) (User, error) {
+	hash := hashToken(secret)
 	var u User
-	var keyID int64
 	var stale bool
 	var role, kind string
 	// Plain types as scan targets: Role and Kind would make pgx convert by reflection.
-	err := s.pool.QueryRow(ctx, authenticateAPIKeySQL, hashToken(secret), lastUsedResolution).Scan(
-		&keyID, &stale, &u.ID, &u.Username, &u.Email, &role, &kind, &u.OIDCIssuer, &u.OIDCSubject,
-		&u.HasPassword, &u.CreatedAt)
+	err := s.pool.QueryRow(ctx, authenticateAPIKeySQL, hash).Scan(&stale, &u.ID, &u.Username, &u.Email,
+		&role, &kind, &u.OIDCIssuer, &u.OIDCSubject, &u.HasPassword, &u.CreatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return User{}, ErrNotFound
 	}
@@ -104,30 +105,23 @@ func (s *Store) AuthenticateAPIKey(ctx context.Context, secret string) (User, er
 	}
 	u.Role, u.Kind = Role(role), Kind(kind)
 	if stale {
-		if err := s.touchAPIKey(ctx, keyID); err != nil {
-			return User{}, err
+		// The condition is on the row itself, so that when requests on several replicas
+		// find the key stale at once, the first write makes the others no-ops (each waits
+		// for the first and re-checks the row).
+		if _, err := s.pool.Exec(ctx, `UPDATE api_keys SET last_used_at = now()
+			WHERE key_hash = $1 AND `+lastUsedStale, hash); err != nil {
+			return User{}, wrap(err, "record API key use")
 		}
 	}
 	return u, nil
 }
 
 // authenticateAPIKeySQL finds a live key by the unique index on key_hash and joins its owner
-// by primary key. Its WHERE clause says which keys are live; the second column says whether
-// last_used_at is due for a refresh, by the database's clock, as touchAPIKey judges it.
-const authenticateAPIKeySQL = `SELECT k.id, k.last_used_at IS NULL OR k.last_used_at < now() - $2::interval,
-	` + userColumns + `
+// by primary key. Its WHERE clause says which keys are live; the first column says whether
+// last_used_at is due for a refresh, by the database's clock.
+const authenticateAPIKeySQL = `SELECT ` + lastUsedStale + `, ` + userColumns + `
 	FROM api_keys k JOIN users u ON u.id = k.user_id
 	WHERE k.key_hash = $1 AND k.revoked_at IS NULL`
-
-// touchAPIKey sets the key's last_used_at to now if it is still stale. The condition is on
-// the row itself, so that when requests on several replicas find the key stale at once, the
-// first write makes the others no-ops (each waits for the first and re-checks the row).
-func (s *Store) touchAPIKey(ctx context.Context, keyID int64) error {
-	_, err := s.pool.Exec(ctx, `UPDATE api_keys SET last_used_at = now()
-		WHERE id = $1 AND (last_used_at IS NULL OR last_used_at < now() - $2::interval)`,
-		keyID, lastUsedResolution)
-	return wrap(err, "record API key use")
-}
 
 // revokeUserKeys revokes every live key of the user and returns how many it revoked.
 func revokeUserKeys(ctx context.Context, tx pgx.Tx, userID int64) (int64, error) {
