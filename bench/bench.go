@@ -3,15 +3,18 @@
 //
 //   - the bootstrap gate's cost: password sign-ins and OIDC callbacks per second with the gate
 //     on, over the same with the gate off;
-//   - API-key requests (GET /api/me) per second at concurrency 32, sent by wrk and by Go's
-//     HTTP client, over `pgbench -S` transactions per second at the same concurrency on the
-//     same Postgres server;
+//   - API-key requests (GET /api/me, sent by wrk) per second on the terdut-server process,
+//     over the same on the floor (bench/floor: the smallest correct server for that work),
+//     and their CPU time per request with Postgres's, at concurrency 8 and 32; and, as the
+//     database's ceiling, over `pgbench -S -M prepared` transactions per second;
 //   - p99 password sign-in latency while claims and resets run back to back, over p99 with
-//     none running.
+//     none running;
+//   - p99 latency of real password sign-ins on the terdut-server process while wrk floods it
+//     with sign-ins for random usernames, over p99 without the flood.
 //
 // Run starts its own throwaway Postgres cluster (package pglocal), instances of the API
-// (package apitest) and an OIDC provider (package oidctest); nothing needs setting up by
-// hand. `make bench` runs BenchmarkReport, which prints the table and writes
+// (package apitest), an OIDC provider (package oidctest), and builds and runs terdut-server
+// and the floor as processes of their own; nothing needs setting up by hand. `make bench` runs BenchmarkReport, which prints the table and writes
 // bench/out/results.json.
 package bench
 
@@ -41,9 +44,9 @@ type Config struct {
 	Progress io.Writer
 	// JSONPath, if set, is where the report is written as JSON (its directory is created).
 	JSONPath string
-	// InstallWrk lets the run install wrk, the API-key figure's load generator, with
-	// scripts/ensure-wrk.sh (as root, from Debian) when it is missing. Without wrk, or
-	// without this, the figure falls back to the Go client.
+	// InstallWrk lets the run install wrk, the load generator of the API-key figures and
+	// the sign-in flood, with scripts/ensure-wrk.sh (as root, from Debian) when it is
+	// missing. Without wrk the run fails.
 	InstallWrk bool
 }
 
@@ -100,8 +103,9 @@ func Run(tb testing.TB, cfg Config) Report {
 	}{
 		{"gate overhead on password sign-in", one((*env).gatePassword)},
 		{"gate overhead on the OIDC callback", one((*env).gateOIDC)},
-		{"API-key requests against pgbench -S", (*env).apiKeys},
+		{"API-key requests against the floor and pgbench -S -M prepared", (*env).apiKeys},
 		{"sign-in latency during a contested claim", one((*env).contestedSignIn)},
+		{"sign-in latency during a sign-in flood", one((*env).signInFlood)},
 	}
 	for _, m := range measures {
 		cfg.progressf("measuring %s", m.what)

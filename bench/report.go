@@ -29,10 +29,11 @@ type Figure struct {
 	Details map[string]any `json:"details,omitempty"`
 }
 
-// Goal bounds a ratio from below (AtLeast) or above (AtMost).
+// Goal bounds a ratio from below (AtLeast) or above (AtMost). The zero Goal is none: the
+// figure is reported, and met by any ratio.
 type Goal struct {
-	Op    string  `json:"op"` // ">=" or "<="
-	Ratio float64 `json:"ratio"`
+	Op    string  `json:"op,omitempty"` // ">=", "<=", or "" for none
+	Ratio float64 `json:"ratio,omitempty"`
 }
 
 // AtLeast is the goal ratio >= r.
@@ -43,13 +44,21 @@ func AtMost(r float64) Goal { return Goal{Op: "<=", Ratio: r} }
 
 // Met reports whether ratio meets the goal.
 func (g Goal) Met(ratio float64) bool {
-	if g.Op == "<=" {
+	switch g.Op {
+	case "":
+		return true
+	case "<=":
 		return ratio <= g.Ratio
 	}
 	return ratio >= g.Ratio
 }
 
-func (g Goal) String() string { return fmt.Sprintf("%s %g", g.Op, g.Ratio) }
+func (g Goal) String() string {
+	if g.Op == "" {
+		return "-"
+	}
+	return fmt.Sprintf("%s %g", g.Op, g.Ratio)
+}
 
 // newFigure computes the ratio and whether it meets the goal.
 func newFigure(key, name, unit string, value, baseline float64, goal Goal, details map[string]any) Figure {
@@ -75,7 +84,10 @@ func writeTable(w io.Writer, rep Report) error {
 	fmt.Fprintln(tw, "figure (value / baseline)\tvalue\tbaseline\tratio\tgoal\tmet\tcpu ratio\t")
 	for _, f := range rep.Figures {
 		met := "no"
-		if f.Met {
+		switch {
+		case f.Goal.Op == "":
+			met = "-"
+		case f.Met:
 			met = "yes"
 		}
 		cpu := "-"
@@ -88,8 +100,9 @@ func writeTable(w io.Writer, rep Report) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintln(w, "\ncpu ratio: CPU time per request (this process and Postgres; for pgbench, pgbench and Postgres),\n"+
-		"baseline's over value's: a cross-check of the ratio that other load on the machine barely moves.")
+	_, err := fmt.Fprintln(w, "\ncpu ratio: CPU time per request, baseline's over value's: a cross-check of the ratio that other\n"+
+		"load on the machine barely moves. It counts the process that serves and Postgres (gate figures: the\n"+
+		"bench's own process, clients included; pgbench rows: pgbench, Postgres, and wrk on the server's side).")
 	return err
 }
 
