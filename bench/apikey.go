@@ -66,7 +66,7 @@ func (e *env) apiKeysAt(ctx context.Context, clients int) (figures []Figure, cei
 	if err := e.warmUp(run(nil, me(e.server)), run(nil, me(e.floor)), run(nil, prepared)); err != nil {
 		return nil, Figure{}, err
 	}
-	if err := alternate(e.cfg.Rounds, run(server, me(e.server)), run(floor, me(e.floor)), run(pgbench, prepared)); err != nil {
+	if err := alternate(e.cfg.KeyRounds, run(server, me(e.server)), run(floor, me(e.floor)), run(pgbench, prepared)); err != nil {
 		return nil, Figure{}, err
 	}
 	details := map[string]any{

@@ -19,7 +19,7 @@ func TestRun(t *testing.T) {
 	t.Run("OK", func(t *testing.T) {
 		var table bytes.Buffer
 		path := filepath.Join(t.TempDir(), "out", "results.json")
-		rep := bench.Run(t, bench.Config{Round: 200 * time.Millisecond, Rounds: 1, NoWarmup: true,
+		rep := bench.Run(t, bench.Config{Round: 200 * time.Millisecond, Rounds: 1, KeyRounds: 1, NoWarmup: true,
 			Out: &table, JSONPath: path, InstallWrk: true})
 		t.Logf("the short run's table (its figures mean nothing):\n%s", table.String())
 

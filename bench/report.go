@@ -69,9 +69,9 @@ func newFigure(key, name, unit string, value, baseline float64, goal Goal, detai
 
 // writeTable prints the report as an aligned table with a header line about the machine.
 func writeTable(w io.Writer, rep Report) error {
-	fmt.Fprintf(w, "terdut-server bench, %s, %s, GOMAXPROCS=%d (%d CPUs), PostgreSQL %s, %d rounds of %s a side\n",
+	fmt.Fprintf(w, "terdut-server bench, %s, %s, GOMAXPROCS=%d (%d CPUs), PostgreSQL %s, %d rounds of %s a side (API keys: %d rounds)\n",
 		rep.Date.Format("2006-01-02 15:04 MST"), rep.GoVersion, rep.GOMAXPROCS, rep.NumCPU, rep.Postgres,
-		rep.Rounds, rep.Round)
+		rep.Rounds, rep.Round, rep.KeyRounds)
 	if rep.LoadStart > 0 || rep.LoadEnd > 0 {
 		fmt.Fprintf(w, "1-minute load average %.1f at the start, %.1f at the end", rep.LoadStart, rep.LoadEnd)
 		if max(rep.LoadStart, rep.LoadEnd) > float64(rep.NumCPU) {
