@@ -1,34 +1,57 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"regexp"
 	"strconv"
+	"strings"
+	"testing"
 	"time"
+
+	"github.com/terdut-server/terdut-server/internal/store"
 )
 
-// apiKeyGoal: an API-key request may cost at most 1/0.6 of a bare primary-key SELECT.
-var apiKeyGoal = AtLeast(0.6)
+// The API-key goals: the server may cost at most 5% over the floor, in rate and in CPU.
+var (
+	floorGoal    = AtLeast(0.95)
+	floorCPUGoal = AtMost(1.05)
+)
+
+// apiKeyConcurrencies are the numbers of connections the API-key figures are measured at.
+var apiKeyConcurrencies = []int{8, 32}
 
 // pgbenchTPS finds pgbench's figure in its report.
 var pgbenchTPS = regexp.MustCompile(`(?m)^tps = ([0-9.]+) \(without initial connection time\)`)
 
-// apiKeys compares API-key-authenticated GET /api/me per second at concurrency apiKeyClients
-// to the transactions per second of `pgbench -S` (one SELECT by primary key) with as many
-// clients on the same cluster. The rounds alternate and last whole seconds, as pgbench -T
-// counts them.
-//
-// The requests are sent by wrk (see wrk.go) when it is installed, and by the Go client in
-// any case: the Go client's figure is a second row, and the first one when wrk is missing.
-// The Go clients each have their own key and keep-alive connection. A further side, in the
-// details, calls store.AuthenticateAPIKey directly from as many goroutines, without HTTP:
-// it splits the gap to pgbench into the database's part and the HTTP layer's.
+// apiKeys measures API-key-authenticated GET /api/me on the terdut-server process against the
+// floor process, and against `pgbench -S -M prepared` (one SELECT by primary key, prepared, as
+// pgx prepares the server's), at each of apiKeyConcurrencies. At one concurrency, the three
+// sides run in alternating rounds of whole seconds (as pgbench -T counts them); wrk sends the
+// requests with one key on every connection. It returns the rate and CPU figures of every
+// concurrency, then the ceilings (the rate over pgbench's).
 func (e *env) apiKeys(ctx context.Context) ([]Figure, error) {
+	if e.wrk == "" {
+		return nil, fmt.Errorf("wrk is not installed (scripts/ensure-wrk.sh installs it): the API-key figures need a load generator outside this process")
+	}
+	var figures, ceilings []Figure
+	for _, c := range apiKeyConcurrencies {
+		fs, ceiling, err := e.apiKeysAt(ctx, c)
+		if err != nil {
+			return nil, fmt.Errorf("c=%d: %w", c, err)
+		}
+		figures, ceilings = append(figures, fs...), append(ceilings, ceiling)
+	}
+	return append(figures, ceilings...), nil
+}
+
+func (e *env) apiKeysAt(ctx context.Context, clients int) (figures []Figure, ceiling Figure, err error) {
 	d := time.Duration(e.roundSeconds()) * time.Second
-	goClient, withWrk, direct, theirs := &side{}, &side{}, &side{}, &side{}
+	server, floor, pgbench := &side{}, &side{}, &side{}
 	run := func(into *side, measure func() (result, error)) func() error {
 		return func() error {
 			r, err := measure()
@@ -38,91 +61,96 @@ func (e *env) apiKeys(ctx context.Context) ([]Figure, error) {
 			return err
 		}
 	}
-	overHTTP := func() (result, error) {
-		r, err := e.driveCPU(ctx, apiKeyClients, d, func(ctx context.Context, c int) (bool, error) {
-			resp, err := e.client.do(ctx, http.MethodGet, e.gateOn.URL+"/api/me", nil, bearer(e.people[c].APIKey))
-			if err != nil {
-				return false, err
-			}
-			if resp.StatusCode != http.StatusOK {
-				return false, fmt.Errorf("GET /api/me with an API key: got %d, want 200", resp.StatusCode)
-			}
-			return false, nil
-		})
-		return r.result(), err
+	me := func(p *process) func() (result, error) {
+		return func() (result, error) { return e.wrkMe(ctx, p, clients, d) }
 	}
-	overWrk := func() (result, error) {
-		return e.runWrk(ctx, e.gateOn.URL+"/api/me", e.people[0].APIKey, apiKeyClients, d)
+	prepared := func() (result, error) { return e.pgbenchSelect(ctx, clients) }
+	if err := e.warmUp(run(nil, me(e.server)), run(nil, me(e.floor)), run(nil, prepared)); err != nil {
+		return nil, Figure{}, err
 	}
-	inStore := func() (result, error) {
-		r, err := e.driveCPU(ctx, apiKeyClients, d, func(ctx context.Context, c int) (bool, error) {
-			_, err := e.gateOn.Store.AuthenticateAPIKey(ctx, e.people[c].APIKey)
-			return false, err
-		})
-		return r.result(), err
-	}
-	pgbench := func() (result, error) { return e.pgbenchSelect(ctx) }
-	warm := []func() error{run(nil, overHTTP), run(nil, inStore), run(nil, pgbench)}
-	sides := []func() error{run(goClient, overHTTP), run(direct, inStore), run(theirs, pgbench)}
-	if e.wrk != "" {
-		warm = append([]func() error{run(nil, overWrk)}, warm...)
-		sides = append([]func() error{run(withWrk, overWrk)}, sides...)
-	}
-	if err := e.warmUp(warm...); err != nil {
-		return nil, err
-	}
-	if err := alternate(e.cfg.Rounds, sides...); err != nil {
-		return nil, err
+	if err := alternate(e.cfg.KeyRounds, run(server, me(e.server)), run(floor, me(e.floor)), run(pgbench, prepared)); err != nil {
+		return nil, Figure{}, err
 	}
 	details := map[string]any{
-		"clients":                             apiKeyClients,
-		"pool_max_conns":                      e.gateOn.Store.Pool().Config().MaxConns,
-		"pgx_exec_mode":                       e.gateOn.Store.Pool().Config().ConnConfig.DefaultQueryExecMode.String(),
-		"pgbench":                             fmt.Sprintf("-S -c %d -j 2 -T %d, scale 1, simple protocol", apiKeyClients, e.roundSeconds()),
-		"rounds_pgbench":                      theirs.rates,
-		"rounds_go_client":                    goClient.rates,
-		"rounds_store_direct":                 direct.rates,
-		"go_client_vs_pgbench":                median(goClient.rates) / median(theirs.rates),
-		"store_direct_vs_pgbench":             median(direct.rates) / median(theirs.rates),
-		"cpu_us_per_op_go_client":             goClient.cpuPerOp(),
-		"cpu_us_per_op_store_direct":          direct.cpuPerOp(),
-		"cpu_us_per_op_pgbench":               theirs.cpuPerOp(),
-		"postgres_cpu_us_per_op_go_client":    goClient.serverCPUPerOp(),
-		"postgres_cpu_us_per_op_store_direct": direct.serverCPUPerOp(),
-		"postgres_cpu_us_per_op_pgbench":      theirs.serverCPUPerOp(),
-		"pgbench_cpu_us_per_op":               theirs.clientCPUPerOp(),
+		"clients":                          clients,
+		"wrk":                              fmt.Sprintf("-t 2 -c %d -d %ds, one key", clients, e.roundSeconds()),
+		"pgbench":                          fmt.Sprintf("-n -S -M prepared -c %d -j 2 -T %d, scale 1", clients, e.roundSeconds()),
+		"rounds_server":                    server.rates,
+		"rounds_floor":                     floor.rates,
+		"rounds_pgbench":                   pgbench.rates,
+		"cpu_us_per_op_rounds_server":      server.cpuPerOps,
+		"cpu_us_per_op_rounds_floor":       floor.cpuPerOps,
+		"process_cpu_us_per_op_server":     server.selfCPUPerOp(),
+		"process_cpu_us_per_op_floor":      floor.selfCPUPerOp(),
+		"postgres_cpu_us_per_op_server":    server.serverCPUPerOp(),
+		"postgres_cpu_us_per_op_floor":     floor.serverCPUPerOp(),
+		"postgres_cpu_us_per_op_pgbench":   pgbench.serverCPUPerOp(),
+		"wrk_cpu_us_per_op_server":         server.clientCPUPerOp(),
+		"wrk_cpu_us_per_op_floor":          floor.clientCPUPerOp(),
+		"pgbench_cpu_us_per_op":            pgbench.clientCPUPerOp(),
+		"pool_max_conns_server_and_floor":  e.poolMaxConns,
+		"server_and_floor_pgx_exec_mode":   "cache_statement (pgx's default)",
+		"cpu_us_per_op_definition":         "the server's (or floor's) process and Postgres; wrk's apart",
+		"cpu_us_per_op_pgbench_definition": "pgbench's process and Postgres",
 	}
-	name := func(generator string) string {
-		return fmt.Sprintf("GET /api/me with an API key/s (%s) / pgbench -S tps, c=%d", generator, apiKeyClients)
+	rate := newFigure(fmt.Sprintf("apikey_vs_floor_c%d", clients),
+		fmt.Sprintf("GET /api/me with an API key/s, server / floor, c=%d", clients), "/s",
+		median(server.rates), median(floor.rates), floorGoal, details)
+	rate.CPURatio = median(floor.cpuPerOps) / median(server.cpuPerOps)
+	cpu := newFigure(fmt.Sprintf("apikey_cpu_vs_floor_c%d", clients),
+		fmt.Sprintf("CPU us per GET /api/me, server+Postgres / floor+Postgres, c=%d", clients), "us",
+		median(server.cpuPerOps), median(floor.cpuPerOps), floorCPUGoal, map[string]any{"see": rate.Key})
+	ceiling = newFigure(fmt.Sprintf("apikey_vs_pgbench_c%d", clients),
+		fmt.Sprintf("GET /api/me with an API key/s / pgbench -S -M prepared tps, c=%d", clients), "/s",
+		median(server.rates), median(pgbench.rates), Goal{}, map[string]any{"see": rate.Key,
+			"cpu_ratio_definition": "pgbench+Postgres per transaction over server+Postgres+wrk per request"})
+	ceiling.CPURatio = pgbench.cpuPerOp() / (server.cpuPerOp() + server.clientCPUPerOp())
+	return []Figure{rate, cpu}, ceiling, nil
+}
+
+// wrkMe sends GET /api/me with an API key to p from clients connections for d, and returns
+// the rate and the CPU time p, Postgres and wrk used.
+func (e *env) wrkMe(ctx context.Context, p *process, clients int, d time.Duration) (result, error) {
+	before, err := e.cpu.read()
+	if err != nil {
+		return result{}, err
 	}
-	primary, primaryName := goClient, name("Go client, no wrk")
-	if e.wrk != "" {
-		primary, primaryName = withWrk, name("wrk")
-		details["wrk"] = fmt.Sprintf("-t 2 -c %d -d %ds, one key", apiKeyClients, e.roundSeconds())
-		details["rounds_wrk"] = withWrk.rates
-		details["cpu_us_per_op_wrk"] = withWrk.cpuPerOp()
-		details["postgres_cpu_us_per_op_wrk"] = withWrk.serverCPUPerOp()
-		details["wrk_cpu_us_per_op"] = withWrk.clientCPUPerOp()
+	pBefore, err := p.cpu()
+	if err != nil {
+		return result{}, err
 	}
-	f := newFigure("apikey_vs_pgbench", primaryName, "/s", median(primary.rates), median(theirs.rates), apiKeyGoal, details)
-	f.CPURatio = cpuRatio(primary, theirs)
-	g := newFigure("apikey_go_client_vs_pgbench", name("Go client"), "/s", median(goClient.rates),
-		median(theirs.rates), apiKeyGoal, map[string]any{"see": "apikey_vs_pgbench"})
-	g.CPURatio = cpuRatio(goClient, theirs)
-	return []Figure{f, g}, nil
+	out, wrkCPU, err := e.runWrk(ctx, p.URL+"/api/me", clients, d, "-H", "Authorization: Bearer "+e.people[0].APIKey)
+	if err != nil {
+		return result{}, err
+	}
+	pAfter, err := p.cpu()
+	if err != nil {
+		return result{}, err
+	}
+	after, err := e.cpu.read()
+	if err != nil {
+		return result{}, err
+	}
+	r, err := parseWrk(out)
+	if err != nil {
+		return result{}, fmt.Errorf("wrk GET %s/api/me: %w\n%s", p.name, err, out)
+	}
+	r.cpu = cpuTimes{self: pAfter - pBefore, server: after.server - before.server, client: wrkCPU}
+	return r, nil
 }
 
 // pgbenchProcessed finds how many transactions pgbench ran.
 var pgbenchProcessed = regexp.MustCompile(`(?m)^number of transactions actually processed: ([0-9]+)`)
 
-// pgbenchAttempts bounds the runs of one pgbench round: on a busy machine, opening its 32
+// pgbenchAttempts bounds the runs of one pgbench round: on a busy machine, opening its
 // connections can take the whole -T duration, and such a run counts no transaction at all.
 const pgbenchAttempts = 3
 
-// pgbenchSelect runs `pgbench -S` for one round and returns its transactions per second,
-// how many it ran, and the CPU time they cost pgbench and the server (connecting included).
-func (e *env) pgbenchSelect(ctx context.Context) (result, error) {
-	args := []string{"-n", "-S", "-c", strconv.Itoa(apiKeyClients), "-j", "2", "-T", strconv.Itoa(e.roundSeconds())}
+// pgbenchSelect runs `pgbench -S -M prepared` with clients connections for one round and
+// returns its transactions per second, how many it ran, and the CPU time they cost pgbench
+// and the server (connecting included).
+func (e *env) pgbenchSelect(ctx context.Context, clients int) (result, error) {
+	args := []string{"-n", "-S", "-M", "prepared", "-c", strconv.Itoa(clients), "-j", "2", "-T", strconv.Itoa(e.roundSeconds())}
 	for attempt := 1; ; attempt++ {
 		before, err := e.cpu.read()
 		if err != nil {
@@ -163,4 +191,82 @@ func (e *env) pgbenchSelect(ctx context.Context) (result, error) {
 // roundSeconds is cfg.Round rounded up to whole seconds, at least two (see pgbenchAttempts).
 func (e *env) roundSeconds() int {
 	return max(2, int(math.Ceil(e.cfg.Round.Seconds())))
+}
+
+// checkFloor makes sure the floor does the server's work before it is measured against it:
+// for a live key, the same status, body and headers as the server's GET /api/me; for a
+// revoked key, an expired one and an unknown one, 401 from both.
+func (e *env) checkFloor(tb testing.TB) error {
+	tb.Helper()
+	ctx := tb.Context()
+	get := func(p *process, key string) (*http.Response, []byte, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.URL+"/api/me", nil)
+		if err != nil {
+			return nil, nil, err
+		}
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := e.client.hc.Do(req)
+		if err != nil {
+			return nil, nil, err
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		return resp, body, err
+	}
+	live := e.people[0].APIKey
+	revoked, err := e.revokedKey(ctx, e.people[1].User.ID)
+	if err != nil {
+		return err
+	}
+	expired, err := e.expiredKey(ctx, e.people[1].User.ID)
+	if err != nil {
+		return err
+	}
+	unknown := strings.Repeat("0", 64)
+	for _, key := range []string{live, revoked, expired, unknown} {
+		want := http.StatusOK
+		if key != live {
+			want = http.StatusUnauthorized
+		}
+		sr, sbody, err := get(e.server, key)
+		if err != nil {
+			return fmt.Errorf("server: %w", err)
+		}
+		fr, fbody, err := get(e.floor, key)
+		if err != nil {
+			return fmt.Errorf("floor: %w", err)
+		}
+		if sr.StatusCode != want || fr.StatusCode != want {
+			return fmt.Errorf("got %d from the server and %d from the floor, want %d from both", sr.StatusCode, fr.StatusCode, want)
+		}
+		if want != http.StatusOK {
+			continue
+		}
+		if !bytes.Equal(sbody, fbody) {
+			return fmt.Errorf("bodies differ:\nserver %s\nfloor  %s", sbody, fbody)
+		}
+		for _, h := range []string{"Content-Type", "X-Content-Type-Options"} {
+			if sr.Header.Get(h) != fr.Header.Get(h) {
+				return fmt.Errorf("%s: got %q from the server and %q from the floor", h, sr.Header.Get(h), fr.Header.Get(h))
+			}
+		}
+	}
+	return nil
+}
+
+// revokedKey creates a key for the user and revokes it.
+func (e *env) revokedKey(ctx context.Context, userID int64) (string, error) {
+	k, secret, err := e.gateOn.Store.CreateAPIKey(ctx, userID, "revoked")
+	if err != nil {
+		return "", err
+	}
+	return secret, e.gateOn.Store.RevokeAPIKey(ctx, userID, k.ID)
+}
+
+// expiredKey creates a key for the user that expired a minute ago.
+func (e *env) expiredKey(ctx context.Context, userID int64) (string, error) {
+	past := time.Now().Add(-time.Minute)
+	_, secret, err := e.gateOn.Store.IssueAPIKey(ctx, store.NewAPIKey{UserID: userID, Name: "expired", ExpiresAt: &past},
+		store.APIKeyLimits{})
+	return secret, err
 }

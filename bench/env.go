@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/terdut-server/terdut-server/internal/api"
 	"github.com/terdut-server/terdut-server/internal/apitest"
@@ -23,10 +24,11 @@ import (
 	"github.com/terdut-server/terdut-server/internal/store"
 )
 
-// The load: how many clients sign in at once, and how many send API-key requests at once.
+// How many clients sign in at once in the gate's figures, and how many people the
+// application's database holds for the bench (the contested claim signs them all in).
 const (
 	signInClients = 4
-	apiKeyClients = 32
+	benchPeople   = 32
 )
 
 // Database names on the throwaway cluster.
@@ -44,7 +46,12 @@ type env struct {
 	pgbench   string // path of the pgbench binary
 	pgVersion string
 	cpu       cpuMeter
-	wrk       string // path of wrk, or "" to drive the API-key figure with the Go client
+	wrk       string // path of wrk, or "" when it cannot be had
+
+	server       *process // the terdut-server binary, for the API-key figures and the flood
+	floor        *process // the floor (bench/floor), the API-key figures' baseline
+	poolMaxConns int32    // the pool size of both, pgxpool's default
+	signIn       *flooded // the person who signs in during the flood, and how
 
 	gateOn   *apitest.Server // the gate on, as servers run by default
 	gateOff  *apitest.Server // the gate off, the baseline of the gate's cost
@@ -100,11 +107,34 @@ func newEnv(tb testing.TB, cfg Config) *env {
 	e.gateOn = e.newServer(tb, true)
 	e.gateOff = e.newServer(tb, false)
 	e.operator = e.newServer(tb, true)
-	for i := range apiKeyClients {
+	for i := range benchPeople {
 		e.people = append(e.people, apitest.MustPerson(tb, e.gateOn.Store, fmt.Sprintf("bench-%02d", i), store.RoleMember))
 	}
 	e.operator.MustClaim(tb)
+	e.startProcesses(tb)
 	return e
+}
+
+// startProcesses builds and starts the terdut-server process and the floor over the
+// application's database, and checks that the floor answers as the server does.
+func (e *env) startProcesses(tb testing.TB) {
+	tb.Helper()
+	e.cfg.progressf("building terdut-server and the floor")
+	serverBin, floorBin := buildBinaries(tb)
+	dbURL := e.cluster.URL(appDB)
+	e.server = startProcess(tb, "terdut-server", serverBin, true,
+		[]string{"TERDUT_DATABASE_URL=" + dbURL, "TERDUT_LOG_LEVEL=warn",
+			"TERDUT_PASSWORD_HASH_COST=" + strconv.Itoa(floodHashCost)})
+	e.floor = startProcess(tb, "floor", floorBin, false, nil, "--database-url", dbURL)
+	cfg, err := pgxpool.ParseConfig(dbURL)
+	if err != nil {
+		tb.Fatalf("bench: %v", err)
+	}
+	e.poolMaxConns = cfg.MaxConns
+	if err := e.checkFloor(tb); err != nil {
+		tb.Fatalf("bench: the floor does not do the server's work: %v", err)
+	}
+	e.signIn = e.newFloodedPerson(tb)
 }
 
 // newServer starts an instance over the application's database. Passwords are hashed at

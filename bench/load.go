@@ -82,9 +82,10 @@ func (r round) rate() float64 { return float64(len(r.samples)) / r.elapsed.Secon
 
 // side collects one side of a comparison over its rounds.
 type side struct {
-	rates []float64
-	ops   int
-	cpu   cpuTimes
+	rates     []float64
+	cpuPerOps []float64 // per round: CPU time of a request, self and server, in microseconds
+	ops       int
+	cpu       cpuTimes
 }
 
 // result is what one round of one side measured.
@@ -98,6 +99,7 @@ func (r round) result() result { return result{rate: r.rate(), ops: len(r.sample
 
 func (s *side) add(r result) {
 	s.rates = append(s.rates, r.rate)
+	s.cpuPerOps = append(s.cpuPerOps, perOp(r.cpu.self+r.cpu.server, r.ops))
 	s.ops += r.ops
 	s.cpu.self += r.cpu.self
 	s.cpu.server += r.cpu.server
@@ -106,6 +108,9 @@ func (s *side) add(r result) {
 
 // cpuPerOp is the CPU time of a request in microseconds, over all the side's rounds.
 func (s *side) cpuPerOp() float64 { return perOp(s.cpu.self+s.cpu.server, s.ops) }
+
+// selfCPUPerOp is cpuPerOp's share spent by this process, or by the process measured.
+func (s *side) selfCPUPerOp() float64 { return perOp(s.cpu.self, s.ops) }
 
 // serverCPUPerOp is cpuPerOp's share spent by the Postgres server.
 func (s *side) serverCPUPerOp() float64 { return perOp(s.cpu.server, s.ops) }

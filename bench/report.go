@@ -29,10 +29,11 @@ type Figure struct {
 	Details map[string]any `json:"details,omitempty"`
 }
 
-// Goal bounds a ratio from below (AtLeast) or above (AtMost).
+// Goal bounds a ratio from below (AtLeast) or above (AtMost). The zero Goal is none: the
+// figure is reported, and met by any ratio.
 type Goal struct {
-	Op    string  `json:"op"` // ">=" or "<="
-	Ratio float64 `json:"ratio"`
+	Op    string  `json:"op,omitempty"` // ">=", "<=", or "" for none
+	Ratio float64 `json:"ratio,omitempty"`
 }
 
 // AtLeast is the goal ratio >= r.
@@ -43,13 +44,21 @@ func AtMost(r float64) Goal { return Goal{Op: "<=", Ratio: r} }
 
 // Met reports whether ratio meets the goal.
 func (g Goal) Met(ratio float64) bool {
-	if g.Op == "<=" {
+	switch g.Op {
+	case "":
+		return true
+	case "<=":
 		return ratio <= g.Ratio
 	}
 	return ratio >= g.Ratio
 }
 
-func (g Goal) String() string { return fmt.Sprintf("%s %g", g.Op, g.Ratio) }
+func (g Goal) String() string {
+	if g.Op == "" {
+		return "-"
+	}
+	return fmt.Sprintf("%s %g", g.Op, g.Ratio)
+}
 
 // newFigure computes the ratio and whether it meets the goal.
 func newFigure(key, name, unit string, value, baseline float64, goal Goal, details map[string]any) Figure {
@@ -60,9 +69,9 @@ func newFigure(key, name, unit string, value, baseline float64, goal Goal, detai
 
 // writeTable prints the report as an aligned table with a header line about the machine.
 func writeTable(w io.Writer, rep Report) error {
-	fmt.Fprintf(w, "terdut-server bench, %s, %s, GOMAXPROCS=%d (%d CPUs), PostgreSQL %s, %d rounds of %s a side\n",
+	fmt.Fprintf(w, "terdut-server bench, %s, %s, GOMAXPROCS=%d (%d CPUs), PostgreSQL %s, %d rounds of %s a side (API keys: %d rounds)\n",
 		rep.Date.Format("2006-01-02 15:04 MST"), rep.GoVersion, rep.GOMAXPROCS, rep.NumCPU, rep.Postgres,
-		rep.Rounds, rep.Round)
+		rep.Rounds, rep.Round, rep.KeyRounds)
 	if rep.LoadStart > 0 || rep.LoadEnd > 0 {
 		fmt.Fprintf(w, "1-minute load average %.1f at the start, %.1f at the end", rep.LoadStart, rep.LoadEnd)
 		if max(rep.LoadStart, rep.LoadEnd) > float64(rep.NumCPU) {
@@ -75,7 +84,10 @@ func writeTable(w io.Writer, rep Report) error {
 	fmt.Fprintln(tw, "figure (value / baseline)\tvalue\tbaseline\tratio\tgoal\tmet\tcpu ratio\t")
 	for _, f := range rep.Figures {
 		met := "no"
-		if f.Met {
+		switch {
+		case f.Goal.Op == "":
+			met = "-"
+		case f.Met:
 			met = "yes"
 		}
 		cpu := "-"
@@ -88,8 +100,9 @@ func writeTable(w io.Writer, rep Report) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintln(w, "\ncpu ratio: CPU time per request (this process and Postgres; for pgbench, pgbench and Postgres),\n"+
-		"baseline's over value's: a cross-check of the ratio that other load on the machine barely moves.")
+	_, err := fmt.Fprintln(w, "\ncpu ratio: CPU time per request, baseline's over value's: a cross-check of the ratio that other\n"+
+		"load on the machine barely moves. It counts the process that serves and Postgres (gate figures: the\n"+
+		"bench's own process, clients included; pgbench rows: pgbench, Postgres, and wrk on the server's side).")
 	return err
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/url"
 	"os"
 	"os/exec"
@@ -15,10 +16,8 @@ import (
 	"time"
 )
 
-// wrk is the HTTP load generator of the API-key figure when it is installed: written in C
-// on epoll, it costs per request about what pgbench's client does, so the figure compares
-// the server with the database rather than Go's HTTP client with pgbench's. The Go client
-// (drive) stays as the figure's fallback and as a row of its own.
+// wrk is the HTTP load generator of the API-key figures and of the sign-in flood: written in
+// C on epoll, in a process of its own, it costs per request about what pgbench's client does.
 //
 // wrk sends every request of a run with the same key: the query reads the key's row and its
 // user's by primary key either way, and last_used_at is written at most once per key in a
@@ -32,30 +31,30 @@ var (
 )
 
 // findWrk returns the path of wrk, installing Debian's package with scripts/ensure-wrk.sh
-// first when install is set and wrk is missing. It returns "" when wrk cannot be had; why
-// goes to the progress output, and the figure falls back to the Go client.
+// first when install is set and wrk is missing. It returns "" when wrk cannot be had, and
+// why goes to the progress output.
 func (e *env) findWrk(ctx context.Context, install bool) string {
 	if p, err := exec.LookPath("wrk"); err == nil {
 		return p
 	}
 	if !install {
-		e.cfg.progressf("wrk is not installed: the API-key figure uses the Go client (scripts/ensure-wrk.sh installs wrk)")
+		e.cfg.progressf("wrk is not installed: the API-key figures cannot be measured (scripts/ensure-wrk.sh installs wrk)")
 		return ""
 	}
 	script, err := ensureWrkScript()
 	if err != nil {
-		e.cfg.progressf("wrk is not installed and %v: the API-key figure uses the Go client", err)
+		e.cfg.progressf("wrk is not installed and %v", err)
 		return ""
 	}
 	e.cfg.progressf("installing wrk with %s", script)
 	cmd := exec.CommandContext(ctx, script)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		e.cfg.progressf("%s failed (%v): the API-key figure uses the Go client\n%s", script, err, out)
+		e.cfg.progressf("%s failed (%v)\n%s", script, err, out)
 		return ""
 	}
 	p, err := exec.LookPath("wrk")
 	if err != nil {
-		e.cfg.progressf("%s succeeded but wrk is still not on PATH: the API-key figure uses the Go client", script)
+		e.cfg.progressf("%s succeeded but wrk is still not on PATH", script)
 		return ""
 	}
 	return p
@@ -74,38 +73,24 @@ func ensureWrkScript() (string, error) {
 	return p, nil
 }
 
-// runWrk sends GET target with the key from clients connections on 2 threads for d and
-// returns the rate, the number of answers, and the CPU time wrk, this process (the server)
-// and Postgres used. It fails the round on any answer but a success (see parseWrk), and
-// refuses to send load anywhere but 127.0.0.1.
-func (e *env) runWrk(ctx context.Context, target, key string, clients int, d time.Duration) (result, error) {
+// runWrk runs wrk against target from clients connections on 2 threads for d, with extra
+// arguments before the target (headers, a script), and returns its report and the CPU time
+// it used. It refuses to send load anywhere but 127.0.0.1.
+func (e *env) runWrk(ctx context.Context, target string, clients int, d time.Duration, extra ...string) ([]byte, time.Duration, error) {
 	if u, err := url.Parse(target); err != nil || u.Hostname() != "127.0.0.1" {
-		return result{}, fmt.Errorf("wrk: refusing to send load to %q: only 127.0.0.1", target)
+		return nil, 0, fmt.Errorf("wrk: refusing to send load to %q: only 127.0.0.1", target)
 	}
-	args := []string{"-t", "2", "-c", strconv.Itoa(clients), "-d", strconv.Itoa(int(d.Seconds())) + "s",
-		"--timeout", "10s", "-H", "Authorization: Bearer " + key, target}
-	before, err := e.cpu.read()
-	if err != nil {
-		return result{}, err
-	}
+	args := []string{"-t", "2", "-c", strconv.Itoa(clients), "-d", strconv.Itoa(int(math.Ceil(d.Seconds()))) + "s",
+		"--timeout", "10s"}
+	args = append(append(args, extra...), target)
 	cmd := exec.CommandContext(ctx, e.wrk, args...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		// wrk echoes no header back, so the key is not in its output; the command line is
-		// not quoted here for the same reason.
-		return result{}, fmt.Errorf("wrk %s: %w\n%s", target, err, out)
+		// wrk echoes no header back, so no key is in its output; the command line is not
+		// quoted here for the same reason.
+		return nil, 0, fmt.Errorf("wrk %s: %w\n%s", target, err, out)
 	}
-	after, err := e.cpu.read()
-	if err != nil {
-		return result{}, err
-	}
-	r, err := parseWrk(out)
-	if err != nil {
-		return result{}, fmt.Errorf("wrk GET %s: %w\n%s", target, err, out)
-	}
-	wrkCPU := cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
-	r.cpu = cpuTimes{self: after.self - before.self + wrkCPU, server: after.server - before.server, client: wrkCPU}
-	return r, nil
+	return out, cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime(), nil
 }
 
 // parseWrk reads the rate and the number of answers from wrk's report. Any answer other than

@@ -51,7 +51,7 @@ func TestRunWrk_Loopback(t *testing.T) {
 	for _, target := range []string{"http://example.com/api/me", "http://localhost:8080/api/me",
 		"http://10.0.0.1/api/me", "http://127.0.0.1.example.com/api/me", "::bad"} {
 		t.Run(target, func(t *testing.T) {
-			_, err := (&env{}).runWrk(t.Context(), target, "key", 1, time.Second)
+			_, _, err := (&env{}).runWrk(t.Context(), target, 1, time.Second)
 			if err == nil || !strings.Contains(err.Error(), "only 127.0.0.1") {
 				t.Errorf("got error %v, want a refusal to send load to %s", err, target)
 			}

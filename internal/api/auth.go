@@ -25,8 +25,24 @@ type principal struct {
 }
 
 func principalFrom(ctx context.Context) principal {
-	p, _ := ctx.Value(principalKey).(principal)
-	return p
+	if p, ok := ctx.Value(principalKey).(*principal); ok {
+		return *p
+	}
+	return principal{}
+}
+
+// principalContext carries the principal of a request: one allocation per request, where
+// context.WithValue makes two (the context and the principal boxed in an interface).
+type principalContext struct {
+	context.Context
+	p principal
+}
+
+func (c *principalContext) Value(key any) any {
+	if key == principalKey {
+		return &c.p
+	}
+	return c.Context.Value(key)
 }
 
 // bearerToken returns the token of an "Authorization: Bearer" header, and whether one was sent.
@@ -73,7 +89,7 @@ func (s *server) requireUser(next http.Handler) http.Handler {
 				return
 			}
 		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey, p)))
+		next.ServeHTTP(w, r.WithContext(&principalContext{Context: r.Context(), p: p}))
 	})
 }
 

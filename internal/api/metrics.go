@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -24,6 +25,24 @@ type metrics struct {
 	operatorAuthFailures prometheus.Counter
 	// operatorIdentityRefusals counts service-account tokens refused, by a reason of opjwt.
 	operatorIdentityRefusals *prometheus.CounterVec
+
+	// series caches the children of requests and durations by their labels, so that a
+	// request updates its two series without hashing its labels and looking them up.
+	mu     sync.RWMutex
+	series map[seriesKey]httpSeries
+}
+
+// seriesKey is the labels of a request's series; the status is formatted only when the
+// series is first made.
+type seriesKey struct {
+	route, method string
+	status        int
+}
+
+// httpSeries is what a request updates: its count and its duration.
+type httpSeries struct {
+	requests prometheus.Counter
+	duration prometheus.Observer
 }
 
 func newMetrics(reg prometheus.Registerer, st Store) *metrics {
@@ -44,6 +63,7 @@ func newMetrics(reg prometheus.Registerer, st Store) *metrics {
 			Help: "Requests to operator endpoints with a missing or wrong operator token."}),
 		operatorIdentityRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "terdut_operator_identity_refusals_total",
 			Help: "Operator service-account tokens refused, by reason."}, []string{"reason"}),
+		series: make(map[seriesKey]httpSeries),
 	}
 	state := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "terdut_bootstrap_pending",
 		Help: "1 while the install is unclaimed, 0 once claimed, -1 when the database cannot be read."},
@@ -80,9 +100,30 @@ func (m *metrics) instrument(next http.Handler) http.Handler {
 		default:
 			method = "other"
 		}
-		m.requests.WithLabelValues(route, method, strconv.Itoa(sw.status)).Inc()
-		m.durations.WithLabelValues(route, method).Observe(time.Since(start).Seconds())
+		hs := m.httpSeries(seriesKey{route: route, method: method, status: sw.status})
+		hs.requests.Inc()
+		hs.duration.Observe(time.Since(start).Seconds())
 	})
+}
+
+// httpSeries returns the series of requests with these labels, making them the first time.
+// Their number is bounded as the labels are: route patterns, fixed methods, statuses.
+func (m *metrics) httpSeries(k seriesKey) httpSeries {
+	m.mu.RLock()
+	hs, ok := m.series[k]
+	m.mu.RUnlock()
+	if ok {
+		return hs
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if hs, ok := m.series[k]; ok {
+		return hs
+	}
+	hs = httpSeries{requests: m.requests.WithLabelValues(k.route, k.method, strconv.Itoa(k.status)),
+		duration: m.durations.WithLabelValues(k.route, k.method)}
+	m.series[k] = hs
+	return hs
 }
 
 type statusWriter struct {

@@ -9,9 +9,11 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// lastUsedResolution is how stale last_used_at may be: authenticating with a key writes
-// it at most once per this period, so a busy key costs one read per request, not a write.
-const lastUsedResolution = 30 * time.Second
+// lastUsedStale says, in SQL, that a key's last_used_at is due for a refresh: never set, or
+// older than 30 seconds. Authenticating with a key writes it at most once per 30 seconds, so
+// a busy key costs one read per request, not a write. The period is written into the
+// statements rather than sent with each one.
+const lastUsedStale = `(last_used_at IS NULL OR last_used_at < now() - interval '30 seconds')`
 
 // APIKey describes a key without its secret, which exists only at creation.
 type APIKey struct {
@@ -90,22 +92,44 @@ func (s *Store) RevokeAPIKey(ctx context.Context, userID, keyID int64) error {
 	return nil
 }
 
-// AuthenticateAPIKey returns the owner of a live (neither revoked nor expired) key, or ErrNotFound. It is one round trip:
-// last_used_at is refreshed in the same statement, and only when it is older than
-// lastUsedResolution, so steady use of a key does not write on every request.
+// AuthenticateAPIKey returns the owner of a live (neither revoked nor expired) key, or ErrNotFound. Every call reads the
+// key and its owner from the database, so a revoked key, a deleted person or a changed role
+// takes effect at once on every replica. The read writes nothing: last_used_at is refreshed
+// by a second statement only when it is stale (lastUsedStale), so a key in steady
+// use costs one read-only round trip per request and one write per period.
 func (s *Store) AuthenticateAPIKey(ctx context.Context, secret string) (User, error) {
-	u, err := scanUser(s.pool.QueryRow(ctx, `
-		WITH k AS (
-			SELECT id, user_id, last_used_at FROM api_keys
-			WHERE key_hash = $1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())
-		), touch AS (
-			UPDATE api_keys SET last_used_at = now() FROM k
-			WHERE api_keys.id = k.id AND (k.last_used_at IS NULL OR k.last_used_at < now() - $2::interval)
-		)
-		SELECT `+userColumns+` FROM k JOIN users u ON u.id = k.user_id`,
-		hashToken(secret), lastUsedResolution))
-	return u, wrap(err, "authenticate API key")
+	hash := hashToken(secret)
+	var u User
+	var stale bool
+	var role, kind string
+	// Plain types as scan targets: Role and Kind would make pgx convert by reflection.
+	err := s.pool.QueryRow(ctx, authenticateAPIKeySQL, hash).Scan(&stale, &u.ID, &u.Username, &u.Email,
+		&role, &kind, &u.OIDCIssuer, &u.OIDCSubject, &u.HasPassword, &u.CreatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return User{}, ErrNotFound
+	}
+	if err != nil {
+		return User{}, wrap(err, "authenticate API key")
+	}
+	u.Role, u.Kind = Role(role), Kind(kind)
+	if stale {
+		// The condition is on the row itself, so that when requests on several replicas
+		// find the key stale at once, the first write makes the others no-ops (each waits
+		// for the first and re-checks the row).
+		if _, err := s.pool.Exec(ctx, `UPDATE api_keys SET last_used_at = now()
+			WHERE key_hash = $1 AND `+lastUsedStale, hash); err != nil {
+			return User{}, wrap(err, "record API key use")
+		}
+	}
+	return u, nil
 }
+
+// authenticateAPIKeySQL finds a live key by the unique index on key_hash and joins its owner
+// by primary key. Its WHERE clause says which keys are live; the first column says whether
+// last_used_at is due for a refresh, by the database's clock.
+const authenticateAPIKeySQL = `SELECT ` + lastUsedStale + `, ` + userColumns + `
+	FROM api_keys k JOIN users u ON u.id = k.user_id
+	WHERE k.key_hash = $1 AND k.revoked_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > now())`
 
 // revokeUserKeys revokes every live key of the user and returns how many it revoked.
 func revokeUserKeys(ctx context.Context, tx pgx.Tx, userID int64) (int64, error) {

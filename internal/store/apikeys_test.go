@@ -4,9 +4,12 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/terdut-server/terdut-server/internal/pgtest"
 	"github.com/terdut-server/terdut-server/internal/store"
 )
 
@@ -130,5 +133,75 @@ func TestAPIKeys_LastUsed(t *testing.T) {
 	authenticate(t)
 	if fresh := lastUsed(t); fresh == nil || !fresh.After(*stale) || !fresh.After(first.Add(-time.Second)) {
 		t.Fatalf("last_used_at after a use past the window: got %v, want later than %v", fresh, stale)
+	}
+}
+
+// TestAPIKeys_LastUsedWrites counts the writes that authentication makes, over two replicas
+// (two stores, each with its own pool, on one database) using one key at once: none while
+// last_used_at is fresh, and exactly one each time it has gone stale, however many requests
+// on either replica find it stale together. A trigger counts every write to the key's row.
+func TestAPIKeys_LastUsedWrites(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.MustDatabase(t)
+	replicas := []*store.Store{mustOpen(t, url), mustOpen(t, url)}
+	st := replicas[0]
+	alice := mustUser(t, st, "alice", store.RoleMember)
+	k, secret := mustKey(t, st, alice.ID)
+	mustExec(t, st, `CREATE TABLE key_writes (at timestamptz NOT NULL DEFAULT clock_timestamp())`)
+	mustExec(t, st, `CREATE FUNCTION count_key_write() RETURNS trigger LANGUAGE plpgsql AS
+		$$ BEGIN INSERT INTO key_writes DEFAULT VALUES; RETURN NEW; END $$`)
+	mustExec(t, st, `CREATE TRIGGER count_key_write AFTER UPDATE ON api_keys FOR EACH ROW
+		EXECUTE FUNCTION count_key_write()`)
+	writes := func() int { return mustCount(t, st, `SELECT count(*) FROM key_writes`) }
+
+	// useAtOnce authenticates perReplica times on each replica, all released together.
+	const perReplica = 8
+	useAtOnce := func(t *testing.T) {
+		t.Helper()
+		start := make(chan struct{})
+		errs := make(chan error, perReplica*len(replicas))
+		var wg sync.WaitGroup
+		for _, r := range replicas {
+			for range perReplica {
+				wg.Go(func() {
+					<-start
+					u, err := r.AuthenticateAPIKey(ctx, secret)
+					if err == nil && u.ID != alice.ID {
+						err = fmt.Errorf("got user %d, want alice (%d)", u.ID, alice.ID)
+					}
+					errs <- err
+				})
+			}
+		}
+		close(start)
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatalf("AuthenticateAPIKey: %v", err)
+			}
+		}
+	}
+
+	const rounds = 20
+	for round := range rounds {
+		// Stale (never used in round 0, an hour old after): the uses write once between them.
+		useAtOnce(t)
+		if got := writes(); got != 1 {
+			t.Fatalf("round %d: writes by %d uses of a stale key on 2 replicas: got %d, want 1", round, perReplica*2, got)
+		}
+		var fresh bool
+		if err := st.Pool().QueryRow(ctx, `SELECT last_used_at > now() - interval '25 seconds' FROM api_keys
+			WHERE id = $1`, k.ID).Scan(&fresh); err != nil || !fresh {
+			t.Fatalf("round %d: last_used_at refreshed: got %v (%v), want true", round, fresh, err)
+		}
+		// Fresh: further uses on either replica write nothing.
+		useAtOnce(t)
+		useAtOnce(t)
+		if got := writes(); got != 1 {
+			t.Fatalf("round %d: writes after more uses of a fresh key: got %d, want still 1", round, got)
+		}
+		mustExec(t, st, `UPDATE api_keys SET last_used_at = now() - interval '1 hour' WHERE id = $1`, k.ID)
+		mustExec(t, st, `TRUNCATE key_writes`)
 	}
 }

@@ -46,11 +46,24 @@ func Open(ctx context.Context, url string) (*Store, error) {
 		cfg.ConnConfig.ConnectTimeout = 5 * time.Second
 	}
 	cfg.MaxConnIdleTime = time.Minute
+	cfg.ShouldPing = shouldPing
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
 	}
 	return &Store{pool: pool, now: time.Now}, nil
+}
+
+// pingAfterIdle is how long a pooled connection may sit idle before it is pinged when taken.
+// pgx pings after 1 s, which at a few requests a second is a second round trip on almost
+// every request. A connection quiet for longer than this, though, may have been closed by a
+// restart, a failover or an idle timeout on the way, and the ping finds it out before a
+// query fails on it. A connection that breaks while busy fails its query either way
+// (ErrUnavailable: 503); the pool then replaces it.
+const pingAfterIdle = 15 * time.Second
+
+func shouldPing(_ context.Context, p pgxpool.ShouldPingParams) bool {
+	return p.IdleDuration > pingAfterIdle
 }
 
 // Close releases every connection.
