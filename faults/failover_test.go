@@ -13,10 +13,6 @@ import (
 	"github.com/terdut-server/terdut-server/internal/store"
 )
 
-// answerBound is the longest any request may take while the database fails over: it
-// bounds a hang (the store gives up connecting after 5 s), not the usual latency.
-const answerBound = 20 * time.Second
-
 // call is one request of the load and what it got.
 type call struct {
 	kind       string // "sign-in", "me", "claim" or "reset"

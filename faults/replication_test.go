@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -25,7 +24,7 @@ type replicated struct {
 // standby in synchronous_standby_names); without, the standby trails asynchronously.
 func startReplicated(t *testing.T, sync bool) *replicated {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), hangBound)
 	defer cancel()
 	opts := pglocal.Options{Logf: t.Logf}
 	if sync {
@@ -131,15 +130,4 @@ func claimState(t *testing.T, url string) (store.State, int64) {
 		t.Fatal(err)
 	}
 	return state, gen
-}
-
-// waitFor polls cond until it holds, failing the test after a minute: a bound on a hang,
-// not on how long it may take on a busy machine.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(time.Minute); !cond(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited a minute for %s", what)
-		}
-	}
 }
