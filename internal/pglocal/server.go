@@ -20,8 +20,9 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// readyTimeout bounds how long Start waits for the server to accept connections.
-const readyTimeout = 30 * time.Second
+// readyTimeout bounds how long Start waits for the server to accept connections: a bound on
+// a hang, generous for a busy machine (a server that exits is noticed at once).
+const readyTimeout = 2 * time.Minute
 
 // initdb creates the cluster unless a persistent Dir already holds one.
 func (c *Cluster) initdb(ctx context.Context, bins map[string]string, owner *sysUser) error {
