@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -60,16 +59,12 @@ func holdAPIKeys(t *testing.T, url string) (release func()) {
 func waitForBlockedInsert(t *testing.T, url string) int {
 	t.Helper()
 	conn := connect(t, url)
-	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		var pid int
-		err := conn.QueryRow(context.Background(), `SELECT pid FROM pg_stat_activity
-			WHERE wait_event_type = 'Lock' AND query LIKE '%api_keys%' LIMIT 1`).Scan(&pid)
-		if err == nil {
-			return pid
-		}
-	}
-	t.Fatal("no claim reached its api_keys write within 15 s")
-	return 0
+	var pid int
+	waitFor(t, "a claim to reach its api_keys write", func() bool {
+		return conn.QueryRow(context.Background(), `SELECT pid FROM pg_stat_activity
+			WHERE wait_event_type = 'Lock' AND query LIKE '%api_keys%' LIMIT 1`).Scan(&pid) == nil
+	})
+	return pid
 }
 
 // assertNothingClaimed checks the install is pending with no principal and no key.
@@ -137,19 +132,15 @@ func TestClaimInterrupted(t *testing.T) {
 // still be rolling back when its client has already gone).
 func waitIdle(t *testing.T, url string) {
 	t.Helper()
-	ctx := context.Background()
 	conn := connect(t, url)
-	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	waitFor(t, "the interrupted claim's transaction to end", func() bool {
 		var open int
-		if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+		if err := conn.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
 			WHERE pid <> pg_backend_pid() AND backend_type = 'client backend' AND xact_start IS NOT NULL`).Scan(&open); err != nil {
 			t.Fatal(err)
 		}
-		if open == 0 {
-			return
-		}
-	}
-	t.Fatal("a transaction stayed open for 15 s after the interruption")
+		return open == 0
+	})
 }
 
 // TestReplicaKilledMidClaim kills a terdut-server process (SIGKILL, no chance to clean up)
@@ -196,14 +187,12 @@ func TestReplicaKilledMidClaim(t *testing.T) {
 
 func waitHealthy(t *testing.T, base string) {
 	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	waitFor(t, base+"/healthz to answer 200", func() bool {
 		resp, err := http.Get(base + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
+		if err != nil {
+			return false
 		}
-	}
-	t.Fatalf("%s/healthz did not answer within 30 s", base)
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
 }

@@ -18,6 +18,16 @@ import (
 // binary is terdut-server built once for the tests that kill a replica.
 var binary string
 
+// Budgets that bound a hang, never how fast things go: the tests run beside others on busy
+// machines, where starting a cluster can take tens of seconds.
+const (
+	// hangBound is how long a test waits for a condition before failing.
+	hangBound = 2 * time.Minute
+	// answerBound is the longest a request may take while the database is down or failing
+	// over (the store gives up connecting after 5 s).
+	answerBound = 20 * time.Second
+)
+
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "terdut-faults-")
 	if err != nil {
@@ -49,7 +59,7 @@ func startCluster(t *testing.T) *cluster {
 	cl.start()
 	cl.opts.Port = cl.c.Port
 	t.Cleanup(func() { _ = cl.c.Stop() })
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), hangBound)
 	defer cancel()
 	if _, err := store.Migrate(ctx, cl.url()); err != nil {
 		t.Fatalf("migrate: %v", err)
@@ -59,7 +69,7 @@ func startCluster(t *testing.T) *cluster {
 
 func (cl *cluster) start() {
 	cl.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), hangBound)
 	defer cancel()
 	c, err := pglocal.Start(ctx, cl.opts)
 	if err != nil {
@@ -76,3 +86,13 @@ func (cl *cluster) stop() {
 }
 
 func (cl *cluster) url() string { return cl.c.URL("postgres") }
+
+// waitFor polls cond until it holds, failing the test after hangBound.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(hangBound); !cond(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %s for %s", hangBound, what)
+		}
+	}
+}

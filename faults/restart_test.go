@@ -71,7 +71,11 @@ func TestDatabaseRestartUnderLoad(t *testing.T) {
 
 	stop := make(chan struct{})
 	healthy, wg := load(srv, 4, me, stop)
-	time.Sleep(300 * time.Millisecond)
+	waitFor(t, "the load to be served", func() bool {
+		healthy.mu.Lock()
+		defer healthy.mu.Unlock()
+		return healthy.statuses[http.StatusOK] >= 4
+	})
 
 	cl.stop()
 	down := time.Now()
@@ -80,8 +84,8 @@ func TestDatabaseRestartUnderLoad(t *testing.T) {
 	for time.Since(down) < 3*time.Second {
 		start := time.Now()
 		resp := srv.MustDo(t, me)
-		if took := time.Since(start); took > 6*time.Second {
-			t.Fatalf("a request took %s while the database was down, want a quick answer", took)
+		if took := time.Since(start); took > answerBound {
+			t.Fatalf("a request took %s while the database was down, want an answer within %s", took, answerBound)
 		}
 		if resp.Status == http.StatusServiceUnavailable && resp.Code() == "unavailable" {
 			sawUnavailable = true
@@ -103,16 +107,12 @@ func TestDatabaseRestartUnderLoad(t *testing.T) {
 
 	cl.start()
 	up := time.Now()
-	for srv.MustDo(t, me).Status != http.StatusOK {
-		if time.Since(up) > 15*time.Second {
-			t.Fatal("service did not return within 15 s of the database")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitFor(t, "the service to return with the database", func() bool { return srv.MustDo(t, me).Status == http.StatusOK })
 	t.Logf("service returned %s after the database started", time.Since(up).Round(time.Millisecond))
-	if got := srv.MustDo(t, apitest.Request{Method: http.MethodGet, Path: "/readyz"}).Status; got != http.StatusOK {
-		t.Fatalf("readyz after restart: got %d, want 200", got)
-	}
+	// Its ping has 2 s, which a busy machine can miss now and then: wait for it, bounded.
+	waitFor(t, "readyz to answer 200 after the restart", func() bool {
+		return srv.MustDo(t, apitest.Request{Method: http.MethodGet, Path: "/readyz"}).Status == http.StatusOK
+	})
 	close(stop)
 	wg.Wait()
 
@@ -126,8 +126,8 @@ func TestDatabaseRestartUnderLoad(t *testing.T) {
 			t.Errorf("load saw status %d (%d times), want only 200 and 503", status, healthy.statuses[status])
 		}
 	}
-	if healthy.slowest > 6*time.Second {
-		t.Errorf("slowest request under load took %s, want a quick answer", healthy.slowest)
+	if healthy.slowest > answerBound {
+		t.Errorf("slowest request under load took %s, want an answer within %s", healthy.slowest, answerBound)
 	}
 	if strings.Contains(srv.Logs.String(), "panic") {
 		t.Error("the server logged a panic")

@@ -28,6 +28,10 @@ func parseDatabaseFlags(name string, args []string, getenv func(string) string, 
 	u, err := valueOrFile(given, *url, *file, "database-url")
 	if err == nil && u == "" {
 		err = errors.New("no database: set --database-url or TERDUT_DATABASE_URL (or TERDUT_DATABASE_URL_FILE)")
+	} else if err == nil {
+		if err = store.CheckURL(u); err != nil {
+			err = fmt.Errorf("--database-url: %w", err)
+		}
 	}
 	return u, fs.Args(), err
 }

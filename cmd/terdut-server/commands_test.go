@@ -238,6 +238,8 @@ func TestBootstrapCLI_Errors(t *testing.T) {
 		{name: "ErrDatabaseUnreachable", env: unreachable, args: []string{"bootstrap", "reset"}, want: "database unavailable"},
 		{name: "ErrDatabaseURLMalformed", args: []string{"bootstrap", "claim", "--database-url", "postgres://terdut:" + secretPassword + "@[::1/terdut"},
 			want: "database URL: the URL is malformed"},
+		{name: "ErrMigrateHostsWithoutTarget", args: []string{"migrate", "--database-url", "postgres://terdut:" + secretPassword + "@127.0.0.1:1,127.0.0.1:2/terdut"},
+			want: "--database-url: the database URL lists 2 hosts but not target_session_attrs=read-write"},
 		{name: "ErrMigrateDatabaseURLMalformed", args: []string{"migrate", "--database-url", "postgres://terdut:" + secretPassword + "@[::1/terdut"},
 			want: "database URL: the URL is malformed"},
 	}

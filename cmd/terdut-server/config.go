@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/crypto/bcrypt"
+
+	"github.com/terdut-server/terdut-server/internal/store"
 )
 
 // Config is every setting of terdut-server. Each is a flag and a TERDUT_* variable of the same
@@ -115,6 +117,8 @@ func (c Config) validate() error {
 	var problems []string
 	if c.DatabaseURL == "" {
 		problems = append(problems, "no database: set --database-url or TERDUT_DATABASE_URL (or TERDUT_DATABASE_URL_FILE), e.g. postgres://terdut:secret@localhost:5432/terdut")
+	} else if err := store.CheckURL(c.DatabaseURL); err != nil {
+		problems = append(problems, "--database-url: "+err.Error())
 	}
 	if c.PasswordCost < bcrypt.MinCost || c.PasswordCost > bcrypt.MaxCost {
 		problems = append(problems, fmt.Sprintf("--password-hash-cost %d: use %d to %d", c.PasswordCost, bcrypt.MinCost, bcrypt.MaxCost))

@@ -15,6 +15,9 @@ import (
 
 const testDB = "postgres://terdut@db.example:5432/terdut"
 
+// testFailoverDB lists a primary and a standby; pgx connects to whichever takes writes.
+const testFailoverDB = "postgres://terdut@db-0.example:5432,db-1.example:5432/terdut?target_session_attrs=read-write"
+
 // defaultConfig is the Config of a server given only a database URL, with its public URL
 // as a string for comparison.
 func defaultConfig() (Config, string) {
@@ -84,6 +87,8 @@ func TestParseConfig(t *testing.T) {
 			want: func(c *Config, _ *string) { c.DatabaseURL = "postgres://terdut@from-file:5432/terdut" }},
 		{name: "DatabaseURLFileFlagBeatsFileEnv", args: []string{"--database-url-file", urlFile}, env: env{"TERDUT_DATABASE_URL_FILE": otherURLFile},
 			want: func(c *Config, _ *string) { c.DatabaseURL = "postgres://terdut@from-file:5432/terdut" }},
+		{name: "DatabaseURLSeveralHosts", env: env{"TERDUT_DATABASE_URL": testFailoverDB},
+			want: func(c *Config, _ *string) { c.DatabaseURL = testFailoverDB }},
 		{name: "OIDCSecretFile", args: []string{"--database-url", testDB, "--oidc-issuer", "https://idp.example/realms/x",
 			"--oidc-client-id", "terdut", "--oidc-client-secret-file", secretFile, "--oidc-groups-claim", "roles",
 			"--oidc-allowed-groups", " oncall, sre ,,", "--oidc-admin-groups", "sre"},
@@ -150,6 +155,10 @@ func TestParseConfig_Invalid(t *testing.T) {
 		want []string // every one must be in the error
 	}{
 		{name: "ErrNoDatabase", want: []string{"no database", "--database-url", "TERDUT_DATABASE_URL", "TERDUT_DATABASE_URL_FILE"}},
+		{name: "ErrDatabaseURLSeveralHostsAnyServer", env: env{"TERDUT_DATABASE_URL": "postgres://terdut@h1:5432,h2:5432/terdut"},
+			want: []string{"--database-url", "lists 2 hosts", "target_session_attrs=read-write"}},
+		{name: "ErrDatabaseURLMalformed", env: env{"TERDUT_DATABASE_URL": "postgres://terdut@[::1/terdut"},
+			want: []string{"--database-url", "database URL", "malformed"}},
 		{name: "ErrUnknownFlag", args: []string{"--no-such-setting"}, env: db, want: []string{"-no-such-setting"}},
 		{name: "ErrArgument", args: []string{"--listen", ":1", "extra"}, env: db, want: []string{`unexpected argument "extra"`}},
 		{name: "ErrFlagValue", args: []string{"--session-ttl", "forever"}, env: db, want: []string{"-session-ttl", "forever"}},

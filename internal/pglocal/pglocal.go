@@ -37,6 +37,14 @@ type Options struct {
 	// and ties it to this process's life: for tests that stop and restart a
 	// cluster on the same data. Its data does not survive a crash.
 	Disposable bool
+	// Settings are server settings (postgres -c name=value) applied after the
+	// defaults above, so they override them: e.g. synchronous_commit=on for a
+	// disposable cluster whose commits must wait for a synchronous standby.
+	Settings map[string]string
+	// StandbyOf, if set, makes the new cluster a streaming standby of that
+	// running cluster: its data directory is a base backup of it (pg_basebackup
+	// -R, replicating as the superuser) instead of a fresh initdb. See Promote.
+	StandbyOf *Cluster
 	// Logf, if set, receives progress messages.
 	Logf func(format string, args ...any)
 }
@@ -64,7 +72,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if opts.Logf == nil {
 		opts.Logf = func(string, ...any) {}
 	}
-	bins, err := findBinaries("initdb", "postgres")
+	bins, err := findBinaries("initdb", "postgres", "pg_basebackup")
 	if err != nil {
 		return nil, err
 	}
@@ -77,7 +85,11 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		c.removeDirs()
 		return nil, err
 	}
-	if err := c.initdb(ctx, bins["initdb"], owner); err != nil {
+	create := c.initdb
+	if opts.StandbyOf != nil {
+		create = c.baseBackup
+	}
+	if err := create(ctx, bins, owner); err != nil {
 		c.removeDirs()
 		return nil, err
 	}

@@ -95,3 +95,68 @@ func TestURL(t *testing.T) {
 		t.Errorf("URL = %q, want %q", got, want)
 	}
 }
+
+// TestStandbyKillPromote runs a primary and a streaming standby, kills the primary like a
+// crashed machine and promotes the standby, which then has the primary's data and takes writes.
+func TestStandbyKillPromote(t *testing.T) {
+	primary := startCluster(t, Options{})
+	exec1(t, primary, "CREATE TABLE replicated (id int)")
+	standby := startCluster(t, Options{StandbyOf: primary})
+	exec1(t, primary, "INSERT INTO replicated VALUES (1)")
+
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, standby.URL("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		var n int
+		if err := conn.QueryRow(ctx, "SELECT count(*) FROM replicated").Scan(&n); err == nil && n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the standby did not receive the primary's row within a minute")
+		}
+	}
+	if _, err := conn.Exec(ctx, "INSERT INTO replicated VALUES (2)"); err == nil {
+		t.Fatal("the standby took a write before its promotion")
+	}
+
+	pid := primary.cmd.Process.Pid
+	children := childrenOf(pid)
+	if len(children) == 0 {
+		t.Fatal("the primary's postmaster has no children to kill")
+	}
+	if err := primary.Kill(); err != nil {
+		t.Fatalf("Kill: %v", err)
+	}
+	for _, p := range append(children, pid) {
+		if running(p) {
+			t.Errorf("process %d of the killed primary is still running", p)
+		}
+	}
+	if err := standby.Promote(ctx); err != nil {
+		t.Fatalf("Promote: %v", err)
+	}
+	if _, err := conn.Exec(ctx, "INSERT INTO replicated VALUES (2)"); err != nil {
+		t.Fatalf("write after the promotion: %v", err)
+	}
+}
+
+func TestSettingsOverrideDefaults(t *testing.T) {
+	c := startCluster(t, Options{Settings: map[string]string{"synchronous_commit": "on"}})
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, c.URL("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var got string
+	if err := conn.QueryRow(ctx, "SHOW synchronous_commit").Scan(&got); err != nil {
+		t.Fatal(err)
+	}
+	if got != "on" {
+		t.Errorf("synchronous_commit = %q, want on (Settings must override the throwaway default off)", got)
+	}
+}

@@ -5,11 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -18,27 +20,54 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// readyTimeout bounds how long Start waits for the server to accept connections.
-const readyTimeout = 30 * time.Second
+// readyTimeout bounds how long Start waits for the server to accept connections: a bound on
+// a hang, generous for a busy machine (a server that exits is noticed at once).
+const readyTimeout = 2 * time.Minute
 
 // initdb creates the cluster unless a persistent Dir already holds one.
-func (c *Cluster) initdb(ctx context.Context, bin string, owner *sysUser) error {
-	if _, err := os.Stat(filepath.Join(c.Dir, "PG_VERSION")); err == nil {
-		if c.opts.Persistent {
-			c.opts.Logf("pglocal: reusing the cluster in %s", c.Dir)
-			return nil
-		}
+func (c *Cluster) initdb(ctx context.Context, bins map[string]string, owner *sysUser) error {
+	if c.reuse() {
+		return nil
 	}
 	args := []string{"-D", c.Dir, "--auth=trust", "--username=" + Superuser, "-E", "UTF8", "--no-locale"}
 	if c.throwaway() {
 		args = append(args, "--no-sync")
 	}
+	return c.runTool(ctx, bins["initdb"], args, owner)
+}
+
+// baseBackup fills Dir with a base backup of Options.StandbyOf, set up to stream from it
+// as a standby, unless a persistent Dir already holds a cluster.
+func (c *Cluster) baseBackup(ctx context.Context, bins map[string]string, owner *sysUser) error {
+	if c.reuse() {
+		return nil
+	}
+	primary := c.opts.StandbyOf
+	args := []string{"-D", c.Dir, "-h", "127.0.0.1", "-p", strconv.Itoa(primary.Port), "-U", Superuser,
+		"--write-recovery-conf", "--wal-method=stream", "--checkpoint=fast"}
+	if c.throwaway() {
+		args = append(args, "--no-sync")
+	}
+	return c.runTool(ctx, bins["pg_basebackup"], args, owner)
+}
+
+// reuse reports whether a persistent Dir already holds a cluster to start as it is.
+func (c *Cluster) reuse() bool {
+	if _, err := os.Stat(filepath.Join(c.Dir, "PG_VERSION")); err == nil && c.opts.Persistent {
+		c.opts.Logf("pglocal: reusing the cluster in %s", c.Dir)
+		return true
+	}
+	return false
+}
+
+// runTool runs one of the server's command line tools as owner.
+func (c *Cluster) runTool(ctx context.Context, bin string, args []string, owner *sysUser) error {
 	c.opts.Logf("pglocal: %s %s", bin, strings.Join(args, " "))
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Dir = c.runDir
 	cmd.SysProcAttr = owner.sysProcAttr(true)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("pglocal: initdb -D %s: %w\n%s", c.Dir, err, tail(out, 20))
+		return fmt.Errorf("pglocal: %s -D %s: %w\n%s", filepath.Base(bin), c.Dir, err, tail(out, 20))
 	}
 	return nil
 }
@@ -58,6 +87,10 @@ func (c *Cluster) start(ctx context.Context, bin string, owner *sysUser) error {
 	if c.throwaway() {
 		args = append(args, "-c", "fsync=off", "-c", "synchronous_commit=off",
 			"-c", "full_page_writes=off", "-c", "max_connections=300", "-c", "shared_buffers=128MB")
+	}
+	names := slices.Sorted(maps.Keys(c.opts.Settings))
+	for _, name := range names {
+		args = append(args, "-c", name+"="+c.opts.Settings[name])
 	}
 	logFile, err := os.OpenFile(c.logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
 	if err != nil {

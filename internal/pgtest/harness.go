@@ -16,6 +16,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
+// statementTimeout bounds one CREATE or DROP DATABASE: a bound on a hang, generous for a
+// busy machine.
+const statementTimeout = 2 * time.Minute
+
 // harness owns the admin connections and the migrated template database.
 type harness struct {
 	adminURL string
@@ -69,18 +73,16 @@ func (h *harness) createTemplate(ctx context.Context, migrate func(context.Conte
 // empty), registers its removal with tb and returns its URL.
 func (h *harness) mustCreate(tb testing.TB, migrated bool) string {
 	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
 	name := uniqueName("test")
 	sql := "CREATE DATABASE " + ident(name)
 	if migrated {
 		sql += " TEMPLATE " + ident(h.template)
 	}
-	if err := h.exclusive(ctx, sql); err != nil {
+	if err := h.exclusive(sql); err != nil {
 		tb.Fatalf("pgtest: create database for %s: %v", tb.Name(), err)
 	}
 	tb.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), statementTimeout)
 		defer cancel()
 		if _, err := h.admin.Exec(ctx, "DROP DATABASE IF EXISTS "+ident(name)+" WITH (FORCE)"); err != nil {
 			tb.Errorf("pgtest: drop database %s: %v", name, err)
@@ -92,9 +94,13 @@ func (h *harness) mustCreate(tb testing.TB, migrated bool) string {
 
 // exclusive runs a CREATE DATABASE statement, one at a time, retrying while
 // another session still holds the source database.
-func (h *harness) exclusive(ctx context.Context, sql string) error {
+func (h *harness) exclusive(sql string) error {
 	h.cloneMu.Lock()
 	defer h.cloneMu.Unlock()
+	// The budget starts at this statement's turn: on a busy machine, parallel tests queue
+	// here for longer than any one statement takes.
+	ctx, cancel := context.WithTimeout(context.Background(), statementTimeout)
+	defer cancel()
 	for {
 		_, err := h.admin.Exec(ctx, sql)
 		var pgErr *pgconn.PgError

@@ -7,6 +7,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -85,6 +87,9 @@ func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after Commit
 	if err := fn(tx); err != nil {
+		if isConnError(err) && !errors.Is(err, ErrUnavailable) {
+			return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
 		return err
 	}
 	return wrap(tx.Commit(ctx), "commit")
@@ -104,14 +109,25 @@ func wrap(err error, what string) error {
 	return fmt.Errorf("%s: %w", what, err)
 }
 
+// isConnError reports whether err means the database is out of reach or cannot take writes
+// right now: the server is down, restarting or failing over. Callers answer "try again
+// shortly", never "internal error".
 func isConnError(err error) bool {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
-		// Class 08: connection exception; 57P01-03: admin shutdown, crash shutdown, cannot connect now.
-		return pgErr.Code[:2] == "08" || pgErr.Code == "57P01" || pgErr.Code == "57P02" || pgErr.Code == "57P03"
+		// Class 08: connection exception; 57P01-03: admin shutdown, crash shutdown, cannot
+		// connect now; 25006: read-only transaction, from a standby (a failover in progress,
+		// or a multi-host URL without target_session_attrs=read-write).
+		return pgErr.Code[:2] == "08" || pgErr.Code == "57P01" || pgErr.Code == "57P02" || pgErr.Code == "57P03" ||
+			pgErr.Code == "25006"
 	}
 	var connErr *pgconn.ConnectError
-	if errors.As(err, &connErr) {
+	var netErr net.Error
+	switch {
+	case errors.As(err, &connErr),
+		// A connection that died mid-query (the server was killed, or the network cut):
+		// pgx returns the read's own error.
+		errors.As(err, &netErr), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
 		return true
 	}
 	return pgconn.SafeToRetry(err) || errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled)
