@@ -16,6 +16,7 @@ const testDB = "postgres://terdut@db.example:5432/terdut"
 func defaultConfig() (Config, string) {
 	return Config{Listen: ":8080", DatabaseURL: testDB, BootstrapGate: true, ResetMax: 5, ResetWindow: time.Minute,
 		PasswordLogin: true, LoginLimitMax: 10, LoginLimitWindow: 15 * time.Minute, PasswordCost: 12, SessionTTL: 12 * time.Hour, OIDCGroupsClaim: "groups",
+		OIDCScopes: []string{"openid", "profile", "email"}, OIDCUsernameClaim: "preferred_username",
 		LogLevel: slog.LevelInfo, ShutdownTimeout: 20 * time.Second}, "http://localhost:8080"
 }
 
@@ -72,6 +73,14 @@ func TestParseConfig(t *testing.T) {
 				c.OIDCIssuer, c.OIDCClientID, c.OIDCClientSecret = "https://idp.example/realms/x", "terdut", "client-secret-from-file"
 				c.OIDCGroupsClaim, c.OIDCAllowedGroups, c.OIDCAdminGroups = "roles", []string{"oncall", "sre"}, []string{"sre"}
 			}},
+		{name: "OIDCClaimsFlags", args: []string{"--database-url", testDB, "--oidc-scopes", "openid, email,groups",
+			"--oidc-username-claim", "nickname", "--oidc-groups-claim", "realm_access.roles"},
+			want: func(c *Config, _ *string) {
+				c.OIDCScopes, c.OIDCUsernameClaim, c.OIDCGroupsClaim = []string{"openid", "email", "groups"}, "nickname", "realm_access.roles"
+			}},
+		{name: "OIDCClaimsEnv", env: env{"TERDUT_DATABASE_URL": testDB, "TERDUT_OIDC_SCOPES": "profile,groups",
+			"TERDUT_OIDC_USERNAME_CLAIM": "email"},
+			want: func(c *Config, _ *string) { c.OIDCScopes, c.OIDCUsernameClaim = []string{"profile", "groups"}, "email" }},
 		{name: "OIDCSecretEnv", env: env{"TERDUT_DATABASE_URL": testDB, "TERDUT_OIDC_ISSUER": "https://idp.example",
 			"TERDUT_OIDC_CLIENT_ID": "terdut", "TERDUT_OIDC_CLIENT_SECRET": "client-secret-from-env"},
 			want: func(c *Config, _ *string) {
@@ -137,6 +146,10 @@ func TestParseConfig_Invalid(t *testing.T) {
 		{name: "ErrOIDCIssuer", args: []string{"--oidc-issuer", "idp.example"}, env: oidc, want: []string{`--oidc-issuer "idp.example"`}},
 		{name: "ErrOIDCIncomplete", env: env{"TERDUT_DATABASE_URL": testDB, "TERDUT_OIDC_ISSUER": "https://idp.example"},
 			want: []string{"--oidc-client-id is not", "no client secret: set --oidc-client-secret-file"}},
+		{name: "ErrOIDCScopes", args: []string{"--oidc-scopes", `openid,"groups",a b`}, env: oidc,
+			want: []string{`--oidc-scopes: "\"groups\"" is not a scope`, `--oidc-scopes: "a b" is not a scope`}},
+		{name: "ErrOIDCUsernameClaim", args: []string{"--oidc-username-claim", ""}, env: oidc,
+			want: []string{"--oidc-username-claim is empty"}},
 		{name: "ErrOIDCGroupsClaim", args: []string{"--oidc-groups-claim", "", "--oidc-allowed-groups", "sre"}, env: oidc,
 			want: []string{"--oidc-groups-claim is empty"}},
 		{name: "ErrSeveral", args: []string{"--password-hash-cost", "1", "--session-ttl", "1s"},

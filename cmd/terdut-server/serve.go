@@ -50,6 +50,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		LoginLimit: store.RateLimit{Max: cfg.LoginLimitMax, Window: cfg.LoginLimitWindow}, Registry: reg, Gatherer: reg}
 	if cfg.OIDCIssuer != "" {
 		opts.OIDC = &api.OIDCOptions{Issuer: cfg.OIDCIssuer, ClientID: cfg.OIDCClientID, ClientSecret: cfg.OIDCClientSecret,
+			Scopes: cfg.OIDCScopes, UsernameClaim: cfg.OIDCUsernameClaim,
 			GroupsClaim: cfg.OIDCGroupsClaim, AllowedGroups: cfg.OIDCAllowedGroups, AdminGroups: cfg.OIDCAdminGroups}
 	}
 	srv := &http.Server{Handler: api.NewServer(st, opts), ReadHeaderTimeout: 10 * time.Second,

@@ -42,6 +42,7 @@ type Store interface {
 	SaveOIDCLogin(ctx context.Context, state string, l store.OIDCLogin, ttl time.Duration, gate store.Gate) error
 	TakeOIDCLogin(ctx context.Context, state string, gate store.Gate) (store.OIDCLogin, error)
 	SignInSSO(ctx context.Context, id store.SSOIdentity, ttl time.Duration, gate store.Gate) (store.User, store.Session, bool, error)
+	RenameSSOUser(ctx context.Context, id int64, issuer, subject, username string) (store.User, error)
 
 	Bootstrap(ctx context.Context) (store.BootstrapStatus, error)
 	Claim(ctx context.Context, who store.AuditInfo) (store.ClaimResult, error)
@@ -95,6 +96,7 @@ func NewServer(st Store, opts Options) http.Handler {
 	if opts.OIDC != nil && opts.OIDC.Issuer != "" {
 		redirect := opts.PublicURL.JoinPath("/auth/oidc/callback").String()
 		s.oidc = newOIDCClient(*opts.OIDC, redirect)
+		go s.oidc.checkAtStart(s.log)
 	}
 	return s.routes()
 }

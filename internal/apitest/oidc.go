@@ -11,10 +11,11 @@ import (
 	"github.com/terdut-server/terdut-server/internal/oidctest"
 )
 
-// OIDC returns options that point an instance at p, with groups in the "groups" claim and
-// no group rules; tests add AllowedGroups and AdminGroups as they need.
+// OIDC returns options that point an instance at p (its URL, which is its issuer unless a test
+// set another), with groups in the "groups" claim and no group rules; tests add AllowedGroups
+// and AdminGroups as they need.
 func OIDC(p *oidctest.Provider) *api.OIDCOptions {
-	return &api.OIDCOptions{Issuer: p.Issuer(), ClientID: p.ClientID, ClientSecret: p.ClientSecret,
+	return &api.OIDCOptions{Issuer: p.URL(), ClientID: p.ClientID, ClientSecret: p.ClientSecret,
 		GroupsClaim: "groups"}
 }
 
