@@ -8,32 +8,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/terdut-server/terdut-server/client"
 	"github.com/terdut-server/terdut-server/internal/apitest"
 	"github.com/terdut-server/terdut-server/internal/store"
 )
 
-// The types below are what the clients people already run decode the API's answers into:
-// plain structs with no knowledge of the server's own types. The contract test decodes every
-// answer of the users and keys API into them as such a client does (encoding/json, unknown
-// fields ignored), so an answer wrapped in an envelope or a field renamed fails it.
+// The contract test decodes every answer of the users and keys API into client-side types,
+// as the clients people already run do (encoding/json, unknown fields ignored): the Go
+// client's own client.User and client.APIKey, which know nothing of the server's types, and
+// the plain structs below. An answer wrapped in an envelope or a field renamed fails it.
 
-// clientUser is a user as a client decodes it.
-type clientUser struct {
-	ID        int64     `json:"id"`
-	Username  string    `json:"username"`
-	Email     string    `json:"email"`
-	CreatedAt time.Time `json:"created_at"`
-}
-
-// clientAPIKey is an API key as a client decodes it.
-type clientAPIKey struct {
-	ID         int64      `json:"id"`
-	UserID     int64      `json:"user_id"`
-	Name       string     `json:"name"`
-	Key        string     `json:"key"`
-	CreatedAt  time.Time  `json:"created_at"`
-	LastUsedAt *time.Time `json:"last_used_at"`
-}
+type (
+	clientUser   = client.User
+	clientAPIKey = client.APIKey
+)
 
 // clientMe is GET /api/me as a client decodes it.
 type clientMe struct {
