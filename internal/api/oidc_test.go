@@ -520,6 +520,27 @@ func TestOIDC_Issuer(t *testing.T) {
 		if n := count(t, srv, `SELECT count(*) FROM users WHERE oidc_subject IS NOT NULL`); n != 0 || p.AuthorizeRequests() != 0 {
 			t.Errorf("SSO users %d, authorize requests %d: want none", n, p.AuthorizeRequests())
 		}
+
+		// Once the provider names the configured issuer, a later sign-in discovers it again
+		// (no sooner than the retry delay) and the server is ready.
+		p.SetIssuer(p.URL())
+		deadline = time.Now().Add(20 * time.Second)
+		for {
+			resp := srv.MustDo(t, apitest.Request{Method: http.MethodGet, Path: "/auth/oidc/login"})
+			if resp.Status == http.StatusFound {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("after the fix: got %d %s, want 302 within 20s", resp.Status, resp.Body)
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+		if ready := srv.MustDo(t, apitest.Request{Method: http.MethodGet, Path: "/readyz"}); ready.Status != http.StatusOK {
+			t.Errorf("readyz after the fix: got %d %s, want 200", ready.Status, ready.Body)
+		}
+		if got := mustMe(t, srv, srv.MustSignInOIDC(t, p, "alice")); got.Username != "alice" {
+			t.Errorf("after the fix: got %+v, want alice", got)
+		}
 	})
 
 	t.Run("ProviderDown", func(t *testing.T) {
