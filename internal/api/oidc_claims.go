@@ -40,6 +40,11 @@ func (s *server) fillFromUserInfo(ctx context.Context, p *oidc.Provider, tok *oa
 		s.log.WarnContext(ctx, "OIDC UserInfo rejected", "err", "its subject differs from the ID token's")
 		return errUserInfoRejected
 	}
+	// An e-mail and whether it is verified go together: an address taken from UserInfo is
+	// verified only if UserInfo says so.
+	if e, ok := claims["email"]; !ok || e == nil {
+		delete(claims, "email_verified")
+	}
 	for k, v := range info {
 		if cur, ok := claims[k]; !ok || cur == nil {
 			claims[k] = v

@@ -279,6 +279,22 @@ func TestOIDC_UserInfo(t *testing.T) {
 			t.Errorf("got %+v, want ida, a member, as the ID token says", got)
 		}
 	})
+
+	t.Run("EmailWithItsVerification", func(t *testing.T) {
+		// The ID token says "verified" about no address; the address UserInfo gives is unverified.
+		p.AddUser(oidctest.User{Subject: "sub-una", Email: "boss@example.test"})
+		f := srv.MustStartOIDC(t, p, "sub-una")
+		p.NextTokenOverride(func(c map[string]any) { delete(c, "email") })
+		p.NextUserInfoOverride(func(c map[string]any) { c["email_verified"] = false })
+		resp := srv.MustDo(t, f.Request())
+		c := resp.Cookie("terdut_session")
+		if resp.Status != http.StatusSeeOther || c == nil {
+			t.Fatalf("got %d %s, want 303 with a session", resp.Status, resp.Body)
+		}
+		if got := mustMe(t, srv, c); got.Email != "" || !strings.HasPrefix(got.Username, "user-") {
+			t.Errorf("got %+v, want no e-mail and a generated name", got)
+		}
+	})
 }
 
 func TestOIDC_Scopes(t *testing.T) {
