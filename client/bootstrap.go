@@ -38,16 +38,18 @@ type User struct {
 	CreatedAt time.Time `json:"created_at"`
 }
 
-// APIKey is an API key as a claim returns it. Key is the secret, shown this once: the server
-// keeps only its hash. APIKey's String, GoString, LogValue and MarshalJSON leave the secret
+// APIKey is an API key as the API shows it (a claim's, or any user's). Key is the secret, set
+// only in the answer that created the key, shown this once: the server keeps only its hash.
+// LastUsedAt is nil until the key is first used. APIKey's String, GoString, LogValue and MarshalJSON leave the secret
 // out, so that printing, logging or encoding a key (or a value holding one, such as a
 // ReconcileResult passed to a structured logger) does not leak it; read Key itself to store it.
 type APIKey struct {
-	ID        int64     `json:"id"`
-	UserID    int64     `json:"user_id"`
-	Name      string    `json:"name"`
-	Key       string    `json:"key"`
-	CreatedAt time.Time `json:"created_at"`
+	ID         int64      `json:"id"`
+	UserID     int64      `json:"user_id"`
+	Name       string     `json:"name"`
+	Key        string     `json:"key"`
+	CreatedAt  time.Time  `json:"created_at"`
+	LastUsedAt *time.Time `json:"last_used_at"`
 }
 
 // String describes the key without its secret.

@@ -83,8 +83,9 @@ func TestClient_Claim(t *testing.T) {
 			t.Errorf("user: got %+v, want the bootstrap principal", u)
 		}
 		k := cl.APIKey
-		if k.ID == 0 || k.UserID != u.ID || k.Name != store.PrincipalKeyName || !hexKey.MatchString(k.Key) || k.CreatedAt.IsZero() {
-			t.Errorf("key: got %v (key well-formed: %v), want a new key of user %d", k, hexKey.MatchString(k.Key), u.ID)
+		if k.ID == 0 || k.UserID != u.ID || k.Name != store.PrincipalKeyName || !hexKey.MatchString(k.Key) || k.CreatedAt.IsZero() ||
+			k.LastUsedAt != nil {
+			t.Errorf("key: got %v (key well-formed: %v, last used %v), want a new, unused key of user %d", k, hexKey.MatchString(k.Key), k.LastUsedAt, u.ID)
 		}
 		me, err := c.Whoami(t.Context(), k.Key)
 		if err != nil || me.ID != u.ID {

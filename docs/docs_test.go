@@ -129,10 +129,20 @@ var placeholderPattern = regexp.MustCompile(`^<.+>$`)
 
 // matchJSON compares a body the doc shows (want) with a real one (got): the same keys at
 // every level and the same values, except that a "<placeholder>" string stands for any
-// string and a timestamp (a key ending in _at) for any string or null. It returns every
-// difference, each with its path.
+// string and a timestamp (a key ending in _at) for any string or null; an array matches an
+// array of the same length, element by element. It returns every difference, each with its path.
 func matchJSON(path string, want, got any) []string {
 	switch w := want.(type) {
+	case []any:
+		g, ok := got.([]any)
+		if !ok || len(g) != len(w) {
+			return []string{fmt.Sprintf("%s: got %v, want an array of %d", path, got, len(w))}
+		}
+		var diffs []string
+		for i := range w {
+			diffs = append(diffs, matchJSON(fmt.Sprintf("%s[%d]", path, i), w[i], g[i])...)
+		}
+		return diffs
 	case map[string]any:
 		g, ok := got.(map[string]any)
 		if !ok {
@@ -227,6 +237,10 @@ func TestMatchJSON(t *testing.T) {
 		{name: "ErrExtra", want: `{"a": 1}`, got: `{"a": 1, "b": 2}`, diff: []string{"$.b: in the real response but not in the doc"}},
 		{name: "ErrPlaceholderNotString", want: `{"key": "<a key>"}`, got: `{"key": 5}`, diff: []string{"$.key: got 5, want <a key>"}},
 		{name: "ErrNotObject", want: `{"a": {"b": 1}}`, got: `{"a": [1]}`, diff: []string{"$.a: got [1], want an object"}},
+		{name: "Array", want: `[{"id": 1, "created_at": "2025-01-01T00:00:00Z"}]`, got: `[{"id": 1, "created_at": "2026-11-29T16:30:56Z"}]`},
+		{name: "ErrArrayElement", want: `[{"id": 1}, {"id": 2}]`, got: `[{"id": 1}, {"id": 3}]`, diff: []string{"$[1].id: got 3, want 2"}},
+		{name: "ErrArrayLength", want: `[1, 2]`, got: `[1]`, diff: []string{"$: got [1], want an array of 2"}},
+		{name: "ErrWrapped", want: `[{"id": 1}]`, got: `{"users": [{"id": 1}]}`, diff: []string{"$: got map[users:[map[id:1]]], want an array of 1"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -59,10 +59,10 @@ func TestE2E_IncidentReplayed(t *testing.T) {
 	}
 	dave := &person{name: "dave", browser: newBrowser(t)}
 	const davePassword = "dave-has-a-long-password"
-	var created struct{ User user }
+	var created user
 	ada.browser.mustJSON(t, srv, request{method: http.MethodPost, target: "/api/users",
 		body: map[string]string{"username": "dave", "email": "dave@example.test"}}, http.StatusCreated, &created)
-	ada.browser.mustJSON(t, srv, request{method: http.MethodPut, target: fmt.Sprintf("/api/users/%d/password", created.User.ID),
+	ada.browser.mustJSON(t, srv, request{method: http.MethodPut, target: fmt.Sprintf("/api/users/%d/password", created.ID),
 		body: map[string]string{"password": davePassword}}, http.StatusNoContent, nil)
 	dave.browser.mustJSON(t, srv, request{method: http.MethodPost, target: "/api/auth/login",
 		body: map[string]string{"username": "dave", "password": davePassword}}, http.StatusOK, nil)

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"regexp"
 	"strings"
 	"time"
 
@@ -38,6 +39,8 @@ type Config struct {
 	OIDCIssuer        string
 	OIDCClientID      string
 	OIDCClientSecret  string
+	OIDCScopes        []string
+	OIDCUsernameClaim string
 	OIDCGroupsClaim   string
 	OIDCAllowedGroups []string
 	OIDCAdminGroups   []string
@@ -55,7 +58,7 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var c Config
-	var publicURL, dbURLFile, secretFile, allowed, admins, logLevel, proxies string
+	var publicURL, dbURLFile, secretFile, scopes, allowed, admins, logLevel, proxies string
 	fs.StringVar(&c.Listen, "listen", ":8080", "address to listen on")
 	fs.StringVar(&c.DatabaseURL, "database-url", "", "Postgres URL (postgres://user:pass@host:5432/db)")
 	fs.StringVar(&dbURLFile, "database-url-file", "", "file holding the Postgres URL, instead of --database-url")
@@ -75,7 +78,9 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 	fs.StringVar(&c.OIDCIssuer, "oidc-issuer", "", "OIDC issuer URL; empty turns single sign-on off")
 	fs.StringVar(&c.OIDCClientID, "oidc-client-id", "", "OIDC client id")
 	fs.StringVar(&secretFile, "oidc-client-secret-file", "", "file holding the OIDC client secret")
-	fs.StringVar(&c.OIDCGroupsClaim, "oidc-groups-claim", "groups", "ID token claim that lists a person's groups")
+	fs.StringVar(&scopes, "oidc-scopes", "openid,profile,email", "comma-separated scopes asked for at sign-in; openid is always added")
+	fs.StringVar(&c.OIDCUsernameClaim, "oidc-username-claim", "preferred_username", "claim a new person's username comes from (then a verified e-mail)")
+	fs.StringVar(&c.OIDCGroupsClaim, "oidc-groups-claim", "groups", "claim that lists a person's groups, or a dotted path such as realm_access.roles")
 	fs.StringVar(&allowed, "oidc-allowed-groups", "", "comma-separated groups allowed to sign in; empty: anyone the provider authenticates")
 	fs.StringVar(&admins, "oidc-admin-groups", "", "comma-separated groups whose members are admins")
 	fs.IntVar(&c.OIDCPendingLimit, "oidc-pending-limit", 1000, "single sign-ons in progress allowed at once, across replicas")
@@ -100,7 +105,7 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 	if c.OIDCClientSecret, err = fromFile(getenv("TERDUT_OIDC_CLIENT_SECRET"), secretFile, "oidc-client-secret"); err != nil {
 		return Config{}, err
 	}
-	c.OIDCAllowedGroups, c.OIDCAdminGroups = splitList(allowed), splitList(admins)
+	c.OIDCScopes, c.OIDCAllowedGroups, c.OIDCAdminGroups = splitList(scopes), splitList(allowed), splitList(admins)
 	if c.TrustedProxies, err = parsePrefixes(proxies); err != nil {
 		return Config{}, err
 	}
@@ -156,6 +161,14 @@ func (c Config) validate() error {
 		}
 		if c.OIDCClientSecret == "" {
 			problems = append(problems, "--oidc-issuer is set but no client secret: set --oidc-client-secret-file")
+		}
+		for _, s := range c.OIDCScopes {
+			if !scopePattern.MatchString(s) {
+				problems = append(problems, fmt.Sprintf("--oidc-scopes: %q is not a scope: use letters, digits and punctuation, no spaces or quotes", s))
+			}
+		}
+		if c.OIDCUsernameClaim == "" {
+			problems = append(problems, "--oidc-username-claim is empty: name the claim usernames come from, such as preferred_username")
 		}
 		if c.OIDCGroupsClaim == "" && (len(c.OIDCAllowedGroups) > 0 || len(c.OIDCAdminGroups) > 0) {
 			problems = append(problems, "--oidc-groups-claim is empty but group rules are set")
@@ -231,6 +244,9 @@ func parsePrefixes(s string) ([]netip.Prefix, error) {
 	}
 	return out, nil
 }
+
+// scopePattern is an OAuth 2.0 scope token (RFC 6749, section 3.3).
+var scopePattern = regexp.MustCompile(`^[\x21\x23-\x5b\x5d-\x7e]+$`)
 
 func splitList(s string) []string {
 	var out []string

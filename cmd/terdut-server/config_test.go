@@ -23,6 +23,7 @@ const testFailoverDB = "postgres://terdut@db-0.example:5432,db-1.example:5432/te
 func defaultConfig() (Config, string) {
 	return Config{Listen: ":8080", DatabaseURL: testDB, BootstrapGate: true, ResetMax: 5, ResetWindow: time.Minute,
 		PasswordLogin: true, LoginLimitMax: 10, LoginLimitWindow: 15 * time.Minute, PasswordCost: 12, SessionTTL: 12 * time.Hour, OIDCGroupsClaim: "groups",
+		OIDCScopes: []string{"openid", "profile", "email"}, OIDCUsernameClaim: "preferred_username",
 		LogLevel: slog.LevelInfo, ShutdownTimeout: 20 * time.Second,
 		OperatorOIDC:     OperatorOIDCConfig{Audience: "terdut-server", TokenFile: defaultServiceAccountTokenFile},
 		OIDCPendingLimit: 1000, APIKeysPerUser: 100, SSOAPIKeyMaxTTL: 2160 * time.Hour, SweepInterval: 15 * time.Minute,
@@ -111,6 +112,14 @@ func TestParseConfig(t *testing.T) {
 				c.OperatorOIDC = OperatorOIDCConfig{Issuer: "https://k8s.example", Audience: "terdut-server",
 					Subjects: commaList{"system:serviceaccount:ns:op"}, CAFile: caFile, TokenFile: "/run/sa/token"}
 			}},
+		{name: "OIDCClaimsFlags", args: []string{"--database-url", testDB, "--oidc-scopes", "openid, email,groups",
+			"--oidc-username-claim", "nickname", "--oidc-groups-claim", "realm_access.roles"},
+			want: func(c *Config, _ *string) {
+				c.OIDCScopes, c.OIDCUsernameClaim, c.OIDCGroupsClaim = []string{"openid", "email", "groups"}, "nickname", "realm_access.roles"
+			}},
+		{name: "OIDCClaimsEnv", env: env{"TERDUT_DATABASE_URL": testDB, "TERDUT_OIDC_SCOPES": "profile,groups",
+			"TERDUT_OIDC_USERNAME_CLAIM": "email"},
+			want: func(c *Config, _ *string) { c.OIDCScopes, c.OIDCUsernameClaim = []string{"profile", "groups"}, "email" }},
 		{name: "OIDCSecretEnv", env: env{"TERDUT_DATABASE_URL": testDB, "TERDUT_OIDC_ISSUER": "https://idp.example",
 			"TERDUT_OIDC_CLIENT_ID": "terdut", "TERDUT_OIDC_CLIENT_SECRET": "client-secret-from-env"},
 			want: func(c *Config, _ *string) {
@@ -189,6 +198,10 @@ func TestParseConfig_Invalid(t *testing.T) {
 		{name: "ErrOIDCIssuer", args: []string{"--oidc-issuer", "idp.example"}, env: oidc, want: []string{`--oidc-issuer "idp.example"`}},
 		{name: "ErrOIDCIncomplete", env: env{"TERDUT_DATABASE_URL": testDB, "TERDUT_OIDC_ISSUER": "https://idp.example"},
 			want: []string{"--oidc-client-id is not", "no client secret: set --oidc-client-secret-file"}},
+		{name: "ErrOIDCScopes", args: []string{"--oidc-scopes", `openid,"groups",a b`}, env: oidc,
+			want: []string{`--oidc-scopes: "\"groups\"" is not a scope`, `--oidc-scopes: "a b" is not a scope`}},
+		{name: "ErrOIDCUsernameClaim", args: []string{"--oidc-username-claim", ""}, env: oidc,
+			want: []string{"--oidc-username-claim is empty"}},
 		{name: "ErrOIDCGroupsClaim", args: []string{"--oidc-groups-claim", "", "--oidc-allowed-groups", "sre"}, env: oidc,
 			want: []string{"--oidc-groups-claim is empty"}},
 		{name: "ErrOperatorOIDCNoSubjects", env: env{"TERDUT_DATABASE_URL": testDB, "TERDUT_OPERATOR_OIDC_ISSUER": "https://k8s.example"},

@@ -100,10 +100,8 @@ func (s *server) handleAPIKeyCreate() http.Handler {
 	})
 }
 
+// handleAPIKeyList answers a bare JSON array of keys, without their secrets.
 func (s *server) handleAPIKeyList() http.Handler {
-	type response struct {
-		APIKeys []apiKeyJSON `json:"api_keys"`
-	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// The user exists: it is the caller, or refuseOthersServiceUsers has looked it up.
 		id, _ := pathID(r, "id")
@@ -112,9 +110,9 @@ func (s *server) handleAPIKeyList() http.Handler {
 			s.writeError(w, r, err)
 			return
 		}
-		resp := response{APIKeys: make([]apiKeyJSON, 0, len(keys))}
+		resp := make([]apiKeyJSON, 0, len(keys))
 		for _, k := range keys {
-			resp.APIKeys = append(resp.APIKeys, toAPIKeyJSON(k, ""))
+			resp = append(resp, toAPIKeyJSON(k, ""))
 		}
 		writeJSON(w, http.StatusOK, resp)
 	})

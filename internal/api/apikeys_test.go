@@ -40,11 +40,9 @@ func listKeys(t *testing.T, e coreEnv, userID int64, key string) ([]apiKeyBody, 
 	t.Helper()
 	resp := e.do(t, apitest.Request{Method: http.MethodGet, Path: userURL(userID, "/api-keys"), Bearer: key})
 	wantStatus(t, resp, http.StatusOK)
-	var body struct {
-		APIKeys []apiKeyBody `json:"api_keys"`
-	}
+	var body []apiKeyBody
 	resp.JSON(t, &body)
-	return body.APIKeys, resp
+	return body, resp
 }
 
 // whoAmI returns the id of the user the key authenticates, or 0 with the status when it does not.

@@ -13,8 +13,9 @@ func handleHealthz() http.Handler {
 	})
 }
 
-// handleReadyz is readiness: the database answers and its schema is the one this binary
-// ships. It does not depend on the claim state.
+// handleReadyz is readiness: the database answers, its schema is the one this binary ships,
+// and single sign-on, when on, is not known to be misconfigured (a provider that is merely
+// down does not count: sign-ins retry it). It does not depend on the claim state.
 func (s *server) handleReadyz() http.Handler {
 	type response struct {
 		Status string `json:"status"`
@@ -30,6 +31,12 @@ func (s *server) handleReadyz() http.Handler {
 		if err := s.store.CheckSchema(ctx); err != nil {
 			writeJSON(w, http.StatusServiceUnavailable, response{Status: "unavailable", Reason: "database schema is not current"})
 			return
+		}
+		if s.oidc != nil {
+			if e := s.oidc.misconfiguration(); e != nil {
+				writeJSON(w, http.StatusServiceUnavailable, response{Status: "unavailable", Reason: e.Message})
+				return
+			}
 		}
 		writeJSON(w, http.StatusOK, response{Status: "ok"})
 	})

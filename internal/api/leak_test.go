@@ -154,10 +154,10 @@ func TestLeaks_Secrets(t *testing.T) {
 	l.shownByLast("the claim's API key", principalKey)
 
 	// A person, given a password by an admin, who fails to sign in, then signs in.
-	var user struct{ User struct{ ID int64 } }
+	var user struct{ ID int64 }
 	l.do(t, "create user", apitest.Request{Method: post, Path: "/api/users", Bearer: principalKey,
 		Body: map[string]string{"username": "lena", "email": "lena@example.test"}}, 201).JSON(t, &user)
-	lena := "/api/users/" + fmt.Sprint(user.User.ID)
+	lena := "/api/users/" + fmt.Sprint(user.ID)
 	first, second := "Lena-first-password-k8Qz", "Lena-second-password-V3mw"
 	wrong := []string{"Wrong-password-one-7Hn2", "Wrong-password-two-p4Lx", "Wrong-password-three-c9Rt", "Wrong-password-four-J2sd"}
 	for i, pw := range append([]string{first, second}, wrong...) {

@@ -119,6 +119,16 @@ func TestOIDC_CallbackRefused(t *testing.T) {
 			p.NextSignWithForeignKey()
 			return srv.MustStartOIDC(t, p, "alice").Request()
 		}, http.StatusUnauthorized, "invalid_id_token"},
+		{"ErrUserInfoFailed", userInfoFault(srv, p, func() { p.NextUserInfoError(http.StatusInternalServerError) }),
+			http.StatusBadGateway, "sso_userinfo_failed"},
+		{"ErrUserInfoTokenRefused", userInfoFault(srv, p, func() { p.NextUserInfoError(http.StatusUnauthorized) }),
+			http.StatusBadGateway, "sso_userinfo_failed"},
+		{"ErrUserInfoOtherSubject", userInfoFault(srv, p, func() {
+			p.NextUserInfoOverride(func(c map[string]any) { c["sub"] = "someone-else" })
+		}), http.StatusUnauthorized, "invalid_userinfo"},
+		{"ErrUserInfoNoSubject", userInfoFault(srv, p, func() {
+			p.NextUserInfoOverride(func(c map[string]any) { delete(c, "sub") })
+		}), http.StatusUnauthorized, "invalid_userinfo"},
 		{"ErrGroupNotAllowed", func(t *testing.T) apitest.Request {
 			return srv.MustStartOIDC(t, p, "outsider").Request()
 		}, http.StatusForbidden, "group_not_allowed"},
@@ -168,6 +178,18 @@ func tokenFault(srv *apitest.Server, p *oidctest.Provider, mutate func(map[strin
 	return func(t *testing.T) apitest.Request {
 		req := srv.MustStartOIDC(t, p, "alice").Request()
 		p.NextTokenOverride(mutate)
+		return req
+	}
+}
+
+// userInfoFault starts a sign-in of a person whose claims the provider sends only from
+// UserInfo, arming the fault for that UserInfo call.
+func userInfoFault(srv *apitest.Server, p *oidctest.Provider, arm func()) func(*testing.T) apitest.Request {
+	return func(t *testing.T) apitest.Request {
+		p.SetClaimsInUserInfoOnly(true)
+		t.Cleanup(func() { p.SetClaimsInUserInfoOnly(false) })
+		req := srv.MustStartOIDC(t, p, "alice").Request()
+		arm()
 		return req
 	}
 }

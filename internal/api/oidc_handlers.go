@@ -51,7 +51,7 @@ func (s *server) handleOIDCLogin() http.Handler {
 			s.fail(w, r, err)
 			return
 		}
-		oauth, _, err := s.oidc.get(r.Context())
+		oauth, _, _, err := s.oidc.get(r.Context())
 		if err != nil {
 			s.fail(w, r, err)
 			return
@@ -86,7 +86,7 @@ func (s *server) handleOIDCCallback() http.Handler {
 			s.fail(w, r, err)
 			return
 		}
-		_, sess, created, err := s.store.SignInSSO(r.Context(), id, s.opts.SessionTTL, store.Gate(s.opts.Gate))
+		u, sess, created, err := s.store.SignInSSO(r.Context(), id, s.opts.SessionTTL, store.Gate(s.opts.Gate))
 		if errors.Is(err, store.ErrBootstrapPending) {
 			s.refusePending(w, r, "oidc")
 			return
@@ -97,6 +97,8 @@ func (s *server) handleOIDCCallback() http.Handler {
 		}
 		if created {
 			s.log.InfoContext(r.Context(), "user provisioned by single sign-on", "user_id", sess.UserID, "role", id.Role)
+		} else {
+			s.followProviderUsername(r.Context(), u, id)
 		}
 		s.setSessionCookie(w, sess)
 		s.metrics.signins.WithLabelValues("oidc").Inc()
@@ -132,7 +134,7 @@ func (s *server) finishOIDC(w http.ResponseWriter, r *http.Request) (store.SSOId
 	if code == "" || len(code) > 2048 {
 		return store.SSOIdentity{}, errBadRequest("missing_code", "The sign-in provider sent no authorization code.")
 	}
-	oauth, verifier, err := s.oidc.get(r.Context())
+	oauth, provider, verifier, err := s.oidc.get(r.Context())
 	if err != nil {
 		return store.SSOIdentity{}, err
 	}
@@ -152,7 +154,14 @@ func (s *server) finishOIDC(w http.ResponseWriter, r *http.Request) (store.SSOId
 		s.log.WarnContext(r.Context(), "OIDC ID token rejected", "err", "nonce mismatch")
 		return store.SSOIdentity{}, errTokenRejected
 	}
-	return s.identityFrom(idt.Issuer, idt.Subject, idt.Claims)
+	var claims map[string]any
+	if err := idt.Claims(&claims); err != nil {
+		return store.SSOIdentity{}, errTokenRejected
+	}
+	if err := s.fillFromUserInfo(r.Context(), provider, tok, idt.Subject, claims); err != nil {
+		return store.SSOIdentity{}, err
+	}
+	return s.identityFrom(idt.Issuer, idt.Subject, claims)
 }
 
 // safeErrorCode passes on a provider's error code only if it looks like one.
@@ -163,13 +172,10 @@ func safeErrorCode(e string) string {
 	return "unknown error"
 }
 
-// identityFrom applies the group rules to the token's claims and proposes usernames.
-func (s *server) identityFrom(issuer, subject string, claimsOf func(any) error) (store.SSOIdentity, error) {
-	var claims map[string]any
-	if err := claimsOf(&claims); err != nil {
-		return store.SSOIdentity{}, errTokenRejected
-	}
-	groups := stringsClaim(claims[s.oidc.opts.GroupsClaim])
+// identityFrom applies the group rules to the person's claims and proposes usernames: the
+// username claim, then a verified e-mail, then a stable name made from the identity.
+func (s *server) identityFrom(issuer, subject string, claims map[string]any) (store.SSOIdentity, error) {
+	groups := stringsClaim(lookupClaim(claims, s.oidc.opts.GroupsClaim))
 	if len(s.oidc.opts.AllowedGroups) > 0 && !intersects(groups, s.oidc.opts.AllowedGroups) {
 		return store.SSOIdentity{}, &groupRefusal{issuer: issuer, subject: subject}
 	}
@@ -177,14 +183,23 @@ func (s *server) identityFrom(issuer, subject string, claimsOf func(any) error) 
 	if intersects(groups, s.oidc.opts.AdminGroups) {
 		role = store.RoleAdmin
 	}
-	// An address the provider says it has not verified is neither stored nor made a username.
+	// An address the provider says it has not verified is not stored; one it does not say it
+	// verified is kept as contact, but never made a username.
 	email, _ := claims["email"].(string)
 	if validateEmail(email) != nil || unverified(claims["email_verified"]) {
 		email = ""
 	}
-	preferred, _ := claims["preferred_username"].(string)
+	verifiedEmail := ""
+	if verified(claims["email_verified"]) {
+		verifiedEmail = email
+	}
+	claimName := s.oidc.opts.usernameClaim()
+	preferred, _ := lookupClaim(claims, claimName).(string)
+	if claimName == "email" {
+		preferred = verifiedEmail
+	}
 	var names []string
-	for _, n := range []string{sanitizeUsername(preferred), sanitizeUsername(email)} {
+	for _, n := range []string{sanitizeUsername(preferred), sanitizeUsername(verifiedEmail)} {
 		if n != "" && !slices.Contains(names, n) {
 			names = append(names, n)
 		}
@@ -195,13 +210,25 @@ func (s *server) identityFrom(issuer, subject string, claimsOf func(any) error) 
 }
 
 // unverified reports whether the provider says the address is not verified; some send the
-// claim as a string. A provider that omits it is taken at its word.
+// claim as a string. A provider that omits it has not said so.
 func unverified(v any) bool {
 	switch v := v.(type) {
 	case bool:
 		return !v
 	case string:
 		return !strings.EqualFold(v, "true")
+	}
+	return false
+}
+
+// verified reports whether the provider says the address is verified: true, or the string
+// "true" as Cognito sends it. A missing claim is not verified.
+func verified(v any) bool {
+	switch v := v.(type) {
+	case bool:
+		return v
+	case string:
+		return strings.EqualFold(v, "true")
 	}
 	return false
 }

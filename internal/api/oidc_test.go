@@ -2,10 +2,14 @@ package api_test
 
 import (
 	"fmt"
+	"html"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/terdut-server/terdut-server/internal/api"
 	"github.com/terdut-server/terdut-server/internal/apitest"
@@ -240,4 +244,337 @@ func TestOIDC_GateOff(t *testing.T) {
 	if n := count(t, srv, `SELECT count(*) FROM users`); n != 4 {
 		t.Errorf("users: got %d, want 4 (early, alice, the squatter, the principal)", n)
 	}
+}
+
+func TestOIDC_UserInfo(t *testing.T) {
+	srv, p := newOIDCServer(t, func(o *api.Options) { o.OIDC.AdminGroups = []string{"ops-admins"} })
+	srv.MustClaim(t)
+	p.AddUser(oidctest.User{Subject: "sub-zoe", PreferredUsername: "zoe", Email: "zoe@example.test",
+		Groups: []string{"users", "ops-admins"}})
+
+	t.Run("ClaimsOnlyInUserInfo", func(t *testing.T) {
+		// As Zitadel and Okta send them: the ID token names the subject, UserInfo the rest.
+		p.SetClaimsInUserInfoOnly(true)
+		defer p.SetClaimsInUserInfoOnly(false)
+		calls := p.UserInfoRequests()
+		got := mustMe(t, srv, srv.MustSignInOIDC(t, p, "sub-zoe"))
+		want := me{ID: got.ID, Username: "zoe", Email: "zoe@example.test", Role: store.RoleAdmin, Kind: store.KindHuman, SSO: true}
+		if got != want {
+			t.Errorf("got %+v, want %+v", got, want)
+		}
+		if n := p.UserInfoRequests() - calls; n != 1 {
+			t.Errorf("UserInfo requests: got %d, want 1", n)
+		}
+	})
+
+	t.Run("IDTokenWins", func(t *testing.T) {
+		// UserInfo fills only what the ID token lacks: the verified token's claims stand.
+		p.AddUser(oidctest.User{Subject: "sub-ida", PreferredUsername: "ida", Email: "ida@example.test"})
+		p.NextUserInfoOverride(func(c map[string]any) {
+			c["preferred_username"], c["email"], c["groups"] = "mallory", "mallory@example.test", []string{"ops-admins"}
+			c["nickname"] = "only-in-userinfo"
+		})
+		got := mustMe(t, srv, srv.MustSignInOIDC(t, p, "sub-ida"))
+		if got.Username != "ida" || got.Email != "ida@example.test" || got.Role != store.RoleMember {
+			t.Errorf("got %+v, want ida, a member, as the ID token says", got)
+		}
+	})
+
+	t.Run("EmailWithItsVerification", func(t *testing.T) {
+		// The ID token says "verified" about no address; the address UserInfo gives is unverified.
+		p.AddUser(oidctest.User{Subject: "sub-una", Email: "boss@example.test"})
+		f := srv.MustStartOIDC(t, p, "sub-una")
+		p.NextTokenOverride(func(c map[string]any) { delete(c, "email") })
+		p.NextUserInfoOverride(func(c map[string]any) { c["email_verified"] = false })
+		resp := srv.MustDo(t, f.Request())
+		c := resp.Cookie("terdut_session")
+		if resp.Status != http.StatusSeeOther || c == nil {
+			t.Fatalf("got %d %s, want 303 with a session", resp.Status, resp.Body)
+		}
+		if got := mustMe(t, srv, c); got.Email != "" || !strings.HasPrefix(got.Username, "user-") {
+			t.Errorf("got %+v, want no e-mail and a generated name", got)
+		}
+	})
+}
+
+func TestOIDC_Scopes(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		scopes []string
+		want   string
+	}{
+		{"Default", nil, "openid profile email"},
+		{"Configured", []string{"email", "groups"}, "openid email groups"},
+		{"OpenIDOnce", []string{"profile", "openid", "groups"}, "openid profile groups"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, _ := newOIDCServer(t, func(o *api.Options) { o.OIDC.Scopes = tc.scopes })
+			srv.MustClaim(t)
+			resp := srv.MustDo(t, apitest.Request{Method: http.MethodGet, Path: "/auth/oidc/login"})
+			loc, err := url.Parse(resp.Header.Get("Location"))
+			if resp.Status != http.StatusFound || err != nil {
+				t.Fatalf("got %d %s, want 302 to the provider", resp.Status, resp.Body)
+			}
+			if got := loc.Query().Get("scope"); got != tc.want {
+				t.Errorf("scope: got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestOIDC_ClaimMapping(t *testing.T) {
+	type want struct {
+		username string // "" for the generated user- name
+		email    string
+		role     store.Role
+	}
+	for _, tc := range []struct {
+		name   string
+		mutate func(o *api.OIDCOptions)
+		user   oidctest.User
+		want   want
+	}{
+		{"UsernameClaim", func(o *api.OIDCOptions) { o.UsernameClaim = "nickname" },
+			oidctest.User{PreferredUsername: "ignored", Email: "nick@example.test", ExtraClaims: map[string]any{"nickname": "nicky"}},
+			want{"nicky", "nick@example.test", store.RoleMember}},
+		{"UsernameClaimMissingVerifiedEmail", func(o *api.OIDCOptions) { o.UsernameClaim = "nickname" },
+			oidctest.User{PreferredUsername: "ignored", Email: "vera@example.test"},
+			want{"vera@example.test", "vera@example.test", store.RoleMember}},
+		{"EmailVerifiedMissing", nil,
+			oidctest.User{Email: "maybe@example.test", ExtraClaims: map[string]any{"email_verified": nil}},
+			want{"", "maybe@example.test", store.RoleMember}},
+		{"EmailVerifiedStringTrue", nil,
+			oidctest.User{Email: "cognito@example.test", ExtraClaims: map[string]any{"email_verified": "true"}},
+			want{"cognito@example.test", "cognito@example.test", store.RoleMember}},
+		{"EmailVerifiedStringFalse", nil,
+			oidctest.User{Email: "fake@example.test", ExtraClaims: map[string]any{"email_verified": "false"}},
+			want{"", "", store.RoleMember}},
+		{"UsernameClaimEmailUnverified", func(o *api.OIDCOptions) { o.UsernameClaim = "email" },
+			oidctest.User{Email: "boss@example.test", ExtraClaims: map[string]any{"email_verified": nil}},
+			want{"", "boss@example.test", store.RoleMember}},
+		{"NestedGroups", func(o *api.OIDCOptions) {
+			o.GroupsClaim, o.AllowedGroups, o.AdminGroups = "realm_access.roles", []string{"terdut-user"}, []string{"terdut-admin"}
+		}, oidctest.User{PreferredUsername: "kc", ExtraClaims: map[string]any{
+			"realm_access": map[string]any{"roles": []string{"offline_access", "terdut-user", "terdut-admin"}}}},
+			want{"kc", "", store.RoleAdmin}},
+		{"NestedClientRoles", func(o *api.OIDCOptions) {
+			o.GroupsClaim, o.AllowedGroups = "resource_access.terdut.roles", []string{"oncall"}
+		}, oidctest.User{PreferredUsername: "kc2", ExtraClaims: map[string]any{
+			"resource_access": map[string]any{"terdut": map[string]any{"roles": []string{"oncall"}}, "other": map[string]any{"roles": []string{"admin"}}}}},
+			want{"kc2", "", store.RoleMember}},
+		{"StringGroup", func(o *api.OIDCOptions) {
+			o.GroupsClaim, o.AllowedGroups, o.AdminGroups = "role", []string{"sre", "dev"}, []string{"sre"}
+		}, oidctest.User{PreferredUsername: "solo", ExtraClaims: map[string]any{"role": "sre"}},
+			want{"solo", "", store.RoleAdmin}},
+		{"DottedClaimName", func(o *api.OIDCOptions) {
+			o.GroupsClaim, o.AdminGroups = "https://terdut.example/groups", []string{"admins"}
+		}, oidctest.User{PreferredUsername: "auth0", ExtraClaims: map[string]any{"https://terdut.example/groups": []string{"admins"}}},
+			want{"auth0", "", store.RoleAdmin}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, p := newOIDCServer(t, func(o *api.Options) {
+				if tc.mutate != nil {
+					tc.mutate(o.OIDC)
+				}
+			})
+			srv.MustClaim(t)
+			tc.user.Subject = "sub-" + strings.ToLower(tc.name)
+			p.AddUser(tc.user)
+			got := mustMe(t, srv, srv.MustSignInOIDC(t, p, tc.user.Subject))
+			wantName := tc.want.username
+			if wantName == "" && strings.HasPrefix(got.Username, "user-") {
+				wantName = got.Username
+			}
+			if got.Username != wantName || got.Email != tc.want.email || got.Role != tc.want.role {
+				t.Errorf("got %+v, want %+v (\"\": a generated user- name)", got, tc.want)
+			}
+		})
+	}
+
+	t.Run("ErrNestedGroupNotAllowed", func(t *testing.T) {
+		srv, p := newOIDCServer(t, func(o *api.Options) {
+			o.OIDC.GroupsClaim, o.OIDC.AllowedGroups = "realm_access.roles", []string{"terdut-user"}
+		})
+		srv.MustClaim(t)
+		// The group sits at another path, or the path leads to no list: not admitted.
+		for i, extra := range []map[string]any{
+			{"realm_access": map[string]any{"groups": []string{"terdut-user"}}},
+			{"realm_access": "terdut-user"},
+			{"roles": []string{"terdut-user"}},
+		} {
+			sub := fmt.Sprintf("sub-outsider-%d", i)
+			p.AddUser(oidctest.User{Subject: sub, PreferredUsername: sub, ExtraClaims: extra})
+			resp, err := srv.SignInOIDC(t.Context(), p, sub)
+			if err != nil || resp.Status != http.StatusForbidden || resp.Code() != "group_not_allowed" {
+				t.Errorf("%v: got %d %s (%v), want 403 group_not_allowed", extra, resp.Status, resp.Body, err)
+			}
+		}
+		if n := count(t, srv, `SELECT count(*) FROM users WHERE oidc_subject IS NOT NULL`); n != 0 {
+			t.Errorf("SSO users: got %d, want 0", n)
+		}
+	})
+}
+
+func TestOIDC_ProviderRename(t *testing.T) {
+	srv, p := newOIDCServer(t, nil)
+	srv.MustClaim(t)
+	taken := apitest.MustPerson(t, srv.Store, "taken", store.RoleMember)
+	signIn := func(t *testing.T, preferred string) me {
+		t.Helper()
+		p.AddUser(oidctest.User{Subject: "sub-ren", PreferredUsername: preferred, Email: "ren@example.test"})
+		return mustMe(t, srv, srv.MustSignInOIDC(t, p, "sub-ren"))
+	}
+	first := signIn(t, "ren")
+
+	t.Run("Followed", func(t *testing.T) {
+		if got := signIn(t, "renata"); got.ID != first.ID || got.Username != "renata" {
+			t.Errorf("got %+v, want user %d renamed to renata", got, first.ID)
+		}
+		if !strings.Contains(srv.Logs.String(), `"to":"renata"`) {
+			t.Errorf("the log does not say the name followed the provider:\n%s", srv.Logs.String())
+		}
+	})
+
+	t.Run("TakenKept", func(t *testing.T) {
+		for _, name := range []string{"taken", "TAKEN"} {
+			if got := signIn(t, name); got.ID != first.ID || got.Username != "renata" {
+				t.Errorf("provider says %q: got %+v, want user %d keeping renata", name, got, first.ID)
+			}
+		}
+		if u, err := srv.Store.User(t.Context(), taken.User.ID); err != nil || u.Username != "taken" {
+			t.Errorf("the other user: got %+v, %v, want taken unchanged", u, err)
+		}
+		logs := srv.Logs.String()
+		if !strings.Contains(logs, "belongs to another user") || !strings.Contains(logs, `"provider_username":"taken"`) {
+			t.Errorf("the log does not say why the name was kept:\n%s", logs)
+		}
+	})
+
+	t.Run("NoNameReported", func(t *testing.T) {
+		// A provider that stops sending a usable username, and has no verified e-mail, does not
+		// turn the person into user-1a2b3c4d; nor can it give them the principal's name.
+		for _, preferred := range []string{"", store.PrincipalUsername, "..."} {
+			p.AddUser(oidctest.User{Subject: "sub-ren", PreferredUsername: preferred, Email: "ren@example.test",
+				ExtraClaims: map[string]any{"email_verified": nil}})
+			if got := mustMe(t, srv, srv.MustSignInOIDC(t, p, "sub-ren")); got.Username != "renata" {
+				t.Errorf("provider says %q: got %+v, want renata kept", preferred, got)
+			}
+		}
+	})
+
+	t.Run("FollowsVerifiedEmail", func(t *testing.T) {
+		// Without a username claim, a verified e-mail is the name, for a returning person as for a new one.
+		p.AddUser(oidctest.User{Subject: "sub-ren", Email: "ren@example.test"})
+		if got := mustMe(t, srv, srv.MustSignInOIDC(t, p, "sub-ren")); got.ID != first.ID || got.Username != "ren@example.test" {
+			t.Errorf("got %+v, want user %d renamed to ren@example.test", got, first.ID)
+		}
+	})
+}
+
+func TestOIDC_Issuer(t *testing.T) {
+	t.Run("TrailingSlash", func(t *testing.T) {
+		for name, setup := range map[string]func(p *oidctest.Provider, o *api.OIDCOptions){
+			"Configured": func(p *oidctest.Provider, o *api.OIDCOptions) { o.Issuer = p.URL() + "/" },
+			"Discovered": func(p *oidctest.Provider, o *api.OIDCOptions) { p.SetIssuer(p.URL() + "/") },
+		} {
+			t.Run(name, func(t *testing.T) {
+				p := oidctest.NewProvider(t)
+				srv := newReplicas(t, pgtest.MustDatabase(t), 1, p, func(o *api.Options) { setup(p, o.OIDC) })[0]
+				srv.MustClaim(t)
+				if got := mustMe(t, srv, srv.MustSignInOIDC(t, p, "alice")); got.Username != "alice" {
+					t.Errorf("got %+v, want alice", got)
+				}
+				if resp := srv.MustDo(t, apitest.Request{Method: http.MethodGet, Path: "/readyz"}); resp.Status != http.StatusOK {
+					t.Errorf("readyz: got %d %s, want 200", resp.Status, resp.Body)
+				}
+			})
+		}
+	})
+
+	t.Run("ErrMismatch", func(t *testing.T) {
+		p := oidctest.NewProvider(t)
+		const discovered = "https://idp.example.test/realms/other"
+		p.SetIssuer(discovered)
+		srv := newReplicas(t, pgtest.MustDatabase(t), 1, p, nil)[0]
+		srv.MustClaim(t)
+		configured := p.URL()
+		mentionsAll := func(s string) bool {
+			return strings.Contains(s, "--oidc-issuer") && strings.Contains(s, configured) && strings.Contains(s, discovered)
+		}
+		// At start, before anyone signs in: in the log, and in /readyz.
+		deadline := time.Now().Add(10 * time.Second)
+		for !strings.Contains(srv.Logs.String(), "misconfigured") && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if logs := srv.Logs.String(); !strings.Contains(logs, `"level":"ERROR"`) || !mentionsAll(logs) {
+			t.Errorf("the log at start does not name --oidc-issuer and both URLs:\n%s", logs)
+		}
+		ready := srv.MustDo(t, apitest.Request{Method: http.MethodGet, Path: "/readyz"})
+		var body struct{ Status, Reason string }
+		ready.JSON(t, &body)
+		if ready.Status != http.StatusServiceUnavailable || !mentionsAll(body.Reason) {
+			t.Errorf("readyz: got %d %s, want 503 naming --oidc-issuer and both URLs", ready.Status, ready.Body)
+		}
+
+		// Sign-in says it is a configuration error, to API clients and browsers alike.
+		for _, accept := range []string{"application/json", "text/html"} {
+			resp := srv.MustDo(t, apitest.Request{Method: http.MethodGet, Path: "/auth/oidc/login",
+				Header: http.Header{"Accept": {accept}}})
+			text := html.UnescapeString(string(resp.Body))
+			if resp.Status != http.StatusInternalServerError || !mentionsAll(text) || strings.Contains(text, "try again shortly") ||
+				resp.Header.Get("Retry-After") != "" || resp.Header.Get("Location") != "" {
+				t.Errorf("%s: got %d %s, want 500 naming --oidc-issuer and both URLs, not a retry", accept, resp.Status, resp.Body)
+			}
+			if accept == "application/json" && resp.Code() != "sso_misconfigured" {
+				t.Errorf("got code %q, want sso_misconfigured", resp.Code())
+			}
+		}
+		page := srv.MustDo(t, apitest.Request{Method: http.MethodGet, Path: "/login", Header: http.Header{"Accept": {"text/html"}}})
+		if page.Status != http.StatusOK || !mentionsAll(html.UnescapeString(string(page.Body))) {
+			t.Errorf("login page: got %d %s, want the message for administrators", page.Status, page.Body)
+		}
+		if n := count(t, srv, `SELECT count(*) FROM users WHERE oidc_subject IS NOT NULL`); n != 0 || p.AuthorizeRequests() != 0 {
+			t.Errorf("SSO users %d, authorize requests %d: want none", n, p.AuthorizeRequests())
+		}
+
+		// Once the provider names the configured issuer, a later sign-in discovers it again
+		// (no sooner than the retry delay) and the server is ready.
+		p.SetIssuer(p.URL())
+		deadline = time.Now().Add(20 * time.Second)
+		for {
+			resp := srv.MustDo(t, apitest.Request{Method: http.MethodGet, Path: "/auth/oidc/login"})
+			if resp.Status == http.StatusFound {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("after the fix: got %d %s, want 302 within 20s", resp.Status, resp.Body)
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+		if ready := srv.MustDo(t, apitest.Request{Method: http.MethodGet, Path: "/readyz"}); ready.Status != http.StatusOK {
+			t.Errorf("readyz after the fix: got %d %s, want 200", ready.Status, ready.Body)
+		}
+		if got := mustMe(t, srv, srv.MustSignInOIDC(t, p, "alice")); got.Username != "alice" {
+			t.Errorf("after the fix: got %+v, want alice", got)
+		}
+	})
+
+	t.Run("ProviderDown", func(t *testing.T) {
+		// A provider that is merely unreachable is an outage, not a configuration error.
+		down := httptest.NewServer(http.NotFoundHandler())
+		issuer := down.URL
+		down.Close()
+		srv := apitest.NewServer(t, pgtest.MustDatabase(t), func(o *api.Options) {
+			o.PublicURL = publicURL
+			o.OIDC = &api.OIDCOptions{Issuer: issuer, ClientID: "terdut", ClientSecret: "secret", GroupsClaim: "groups"}
+		})
+		srv.MustClaim(t)
+		resp := srv.MustDo(t, apitest.Request{Method: http.MethodGet, Path: "/auth/oidc/login"})
+		if resp.Status != http.StatusServiceUnavailable || resp.Code() != "sso_unavailable" || resp.Header.Get("Retry-After") == "" {
+			t.Errorf("login: got %d %s, want 503 sso_unavailable with Retry-After", resp.Status, resp.Body)
+		}
+		if ready := srv.MustDo(t, apitest.Request{Method: http.MethodGet, Path: "/readyz"}); ready.Status != http.StatusOK {
+			t.Errorf("readyz: got %d %s, want 200: the provider being down does not make this server unready", ready.Status, ready.Body)
+		}
+	})
 }

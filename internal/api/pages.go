@@ -74,6 +74,11 @@ func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 func (s *server) renderLogin(w http.ResponseWriter, r *http.Request, e *apiError) {
 	data := &pageData{SSO: s.oidc != nil, Password: s.opts.PasswordLogin}
 	status := http.StatusOK
+	if e == nil && s.oidc != nil {
+		if m := s.oidc.misconfiguration(); m != nil {
+			data.Error = m.Message // for whoever tells the administrators; the page itself is fine
+		}
+	}
 	if e != nil {
 		data.Error, status = e.Message, e.Status
 	}

@@ -47,6 +47,7 @@ type Store interface {
 	TakeOIDCLogin(ctx context.Context, state string, gate store.Gate) (store.OIDCLogin, error)
 	SignInSSO(ctx context.Context, id store.SSOIdentity, ttl time.Duration, gate store.Gate) (store.User, store.Session, bool, error)
 	DeprovisionSSOUser(ctx context.Context, issuer, subject string) (store.Deprovisioned, error)
+	RenameSSOUser(ctx context.Context, id int64, issuer, subject, username string) (store.User, error)
 
 	Bootstrap(ctx context.Context) (store.BootstrapStatus, error)
 	Claim(ctx context.Context, who store.AuditInfo) (store.ClaimResult, error)
@@ -140,6 +141,7 @@ func NewServer(st Store, opts Options) http.Handler {
 	if opts.OIDC != nil && opts.OIDC.Issuer != "" {
 		redirect := opts.PublicURL.JoinPath("/auth/oidc/callback").String()
 		s.oidc = newOIDCClient(*opts.OIDC, redirect)
+		go s.oidc.checkAtStart(s.log)
 	}
 	return s.routes()
 }

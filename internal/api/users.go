@@ -39,32 +39,28 @@ func (s *server) handleMe() http.Handler {
 	})
 }
 
+// handleUserList answers a bare JSON array: existing clients decode it as []User.
 func (s *server) handleUserList() http.Handler {
-	type response struct {
-		Users []userJSON `json:"users"`
-	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		users, err := s.store.Users(r.Context())
 		if err != nil {
 			s.writeError(w, r, err)
 			return
 		}
-		resp := response{Users: make([]userJSON, 0, len(users))}
+		resp := make([]userJSON, 0, len(users))
 		for _, u := range users {
-			resp.Users = append(resp.Users, toUserJSON(u))
+			resp = append(resp, toUserJSON(u))
 		}
 		writeJSON(w, http.StatusOK, resp)
 	})
 }
 
+// handleUserCreate answers the created user itself, not wrapped: existing clients decode it as a User.
 func (s *server) handleUserCreate() http.Handler {
 	type request struct {
 		Username string `json:"username"`
 		Email    string `json:"email"`
 		Role     string `json:"role"`
-	}
-	type response struct {
-		User userJSON `json:"user"`
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		req, err := decodeJSON[request](w, r)
@@ -93,7 +89,7 @@ func (s *server) handleUserCreate() http.Handler {
 			s.writeError(w, r, err)
 			return
 		}
-		writeJSON(w, http.StatusCreated, response{User: toUserJSON(u)})
+		writeJSON(w, http.StatusCreated, toUserJSON(u))
 	})
 }
 

@@ -87,10 +87,10 @@ func mustUsers(t *testing.T, e coreEnv) map[string]userBody {
 	t.Helper()
 	resp := e.do(t, apitest.Request{Method: http.MethodGet, Path: "/api/users", Bearer: e.admin.APIKey})
 	wantStatus(t, resp, http.StatusOK)
-	var body struct{ Users []userBody }
+	var body []userBody
 	resp.JSON(t, &body)
-	users := make(map[string]userBody, len(body.Users))
-	for _, u := range body.Users {
+	users := make(map[string]userBody, len(body))
+	for _, u := range body {
 		users[u.Username] = u
 	}
 	return users
@@ -135,12 +135,12 @@ func TestUsers_List(t *testing.T) {
 		for _, key := range []string{e.admin.APIKey, e.principalKey} {
 			resp := e.do(t, apitest.Request{Method: http.MethodGet, Path: "/api/users", Bearer: key})
 			wantStatus(t, resp, http.StatusOK)
-			var body struct{ Users []map[string]any }
+			var body []map[string]any
 			resp.JSON(t, &body)
-			if len(body.Users) != 4 {
-				t.Fatalf("got %d users, want 4: %s", len(body.Users), resp.Body)
+			if len(body) != 4 {
+				t.Fatalf("got %d users, want 4: %s", len(body), resp.Body)
 			}
-			for _, u := range body.Users {
+			for _, u := range body {
 				for field := range u {
 					if strings.Contains(field, "password") || strings.Contains(field, "hash") {
 						t.Fatalf("user %v: got field %q, want no password data", u["username"], field)
@@ -166,19 +166,19 @@ func TestUsers_Create(t *testing.T) {
 	t.Run("OK", func(t *testing.T) {
 		resp := create(t, e.admin.APIKey, map[string]string{"username": "carol.o-k_1@x", "email": "carol@example.test"})
 		wantStatus(t, resp, http.StatusCreated)
-		var body struct{ User userBody }
+		var body userBody
 		resp.JSON(t, &body)
-		if body.User.ID == 0 || body.User.Username != "carol.o-k_1@x" || body.User.Role != "member" || body.User.Kind != "human" {
+		if body.ID == 0 || body.Username != "carol.o-k_1@x" || body.Role != "member" || body.Kind != "human" {
 			t.Fatalf("got %s, want a new human member", resp.Body)
 		}
-		if got := mustUsers(t, e)["carol.o-k_1@x"]; got != body.User {
-			t.Fatalf("listed: got %+v, want %+v", got, body.User)
+		if got := mustUsers(t, e)["carol.o-k_1@x"]; got != body {
+			t.Fatalf("listed: got %+v, want %+v", got, body)
 		}
 		// The principal may create users too, including admins.
 		resp = create(t, e.principalKey, map[string]string{"username": "dave", "role": "admin"})
 		wantStatus(t, resp, http.StatusCreated)
 		resp.JSON(t, &body)
-		if body.User.Role != "admin" {
+		if body.Role != "admin" {
 			t.Fatalf("got %s, want an admin", resp.Body)
 		}
 	})

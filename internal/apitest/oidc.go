@@ -11,11 +11,19 @@ import (
 	"github.com/terdut-server/terdut-server/internal/oidctest"
 )
 
-// OIDC returns options that point an instance at p, with groups in the "groups" claim and
-// no group rules; tests add AllowedGroups and AdminGroups as they need.
+// OIDC returns options that point an instance at p (its URL, which is its issuer unless a test
+// set another), with groups in the "groups" claim and no group rules; tests add AllowedGroups
+// and AdminGroups as they need.
 func OIDC(p *oidctest.Provider) *api.OIDCOptions {
-	return &api.OIDCOptions{Issuer: p.Issuer(), ClientID: p.ClientID, ClientSecret: p.ClientSecret,
+	return &api.OIDCOptions{Issuer: p.URL(), ClientID: p.ClientID, ClientSecret: p.ClientSecret,
 		GroupsClaim: "groups"}
+}
+
+// Authorizer is an OpenID provider that approves authorization requests: given the URL an
+// instance redirected a browser to, it returns where the provider sends the browser back.
+// *oidctest.Provider and *zitadeltest.Provider are both.
+type Authorizer interface {
+	TryAuthorize(ctx context.Context, authURL string) (callbackURL string, err error)
 }
 
 // OIDCFlow is a sign-in that an instance started and the provider answered: what a browser
@@ -38,7 +46,7 @@ func (f OIDCFlow) Request() Request {
 // (GET /auth/oidc/login?login_hint=subject) and has p approve it. It returns an error unless s
 // redirects to the provider with a state cookie and p redirects back; it is safe to call from
 // many goroutines.
-func (s *Server) StartOIDC(ctx context.Context, p *oidctest.Provider, subject string) (OIDCFlow, error) {
+func (s *Server) StartOIDC(ctx context.Context, p Authorizer, subject string) (OIDCFlow, error) {
 	resp, err := s.Do(Request{Method: http.MethodGet, Path: "/auth/oidc/login?login_hint=" + url.QueryEscape(subject)})
 	if err != nil {
 		return OIDCFlow{}, fmt.Errorf("start sign-in: %w", err)
@@ -66,7 +74,7 @@ func (s *Server) FinishOIDC(f OIDCFlow) (Response, error) {
 }
 
 // SignInOIDC starts a sign-in on s and finishes it on s, returning the callback's response.
-func (s *Server) SignInOIDC(ctx context.Context, p *oidctest.Provider, subject string) (Response, error) {
+func (s *Server) SignInOIDC(ctx context.Context, p Authorizer, subject string) (Response, error) {
 	f, err := s.StartOIDC(ctx, p, subject)
 	if err != nil {
 		return Response{}, err
@@ -75,7 +83,7 @@ func (s *Server) SignInOIDC(ctx context.Context, p *oidctest.Provider, subject s
 }
 
 // MustStartOIDC is StartOIDC for the test goroutine.
-func (s *Server) MustStartOIDC(tb testing.TB, p *oidctest.Provider, subject string) OIDCFlow {
+func (s *Server) MustStartOIDC(tb testing.TB, p Authorizer, subject string) OIDCFlow {
 	tb.Helper()
 	f, err := s.StartOIDC(tb.Context(), p, subject)
 	if err != nil {
@@ -86,7 +94,7 @@ func (s *Server) MustStartOIDC(tb testing.TB, p *oidctest.Provider, subject stri
 
 // MustSignInOIDC signs the subject in on s and returns the session cookie; it fails the test
 // unless the callback answers 303 to / with one.
-func (s *Server) MustSignInOIDC(tb testing.TB, p *oidctest.Provider, subject string) *http.Cookie {
+func (s *Server) MustSignInOIDC(tb testing.TB, p Authorizer, subject string) *http.Cookie {
 	tb.Helper()
 	resp, err := s.FinishOIDC(s.MustStartOIDC(tb, p, subject))
 	if err != nil {

@@ -2,9 +2,11 @@ package oidctest
 
 // faults holds the one-shot faults armed for upcoming requests.
 type faults struct {
-	authorizeError *authorizeError
-	tokenOverride  func(claims map[string]any)
-	foreignKey     bool
+	authorizeError   *authorizeError
+	tokenOverride    func(claims map[string]any)
+	foreignKey       bool
+	userInfoStatus   int
+	userInfoOverride func(claims map[string]any)
 }
 
 // authorizeError is an error response for the authorization endpoint.
@@ -67,4 +69,31 @@ func (p *Provider) takeTokenFaults() (tokenFaults, string) {
 	p.faults.tokenOverride = nil
 	p.faults.foreignKey = false
 	return f, p.groupsClaim
+}
+
+// NextUserInfoError makes the next UserInfo request that presents a valid
+// access token fail with this HTTP status (use 500, or 401 for a token the
+// provider no longer accepts).
+func (p *Provider) NextUserInfoError(status int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.faults.userInfoStatus = status
+}
+
+// NextUserInfoOverride makes the next successful UserInfo answer call mutate on
+// its claims before sending them; mutate may change or delete any claim (sub,
+// say, to answer about another person).
+func (p *Provider) NextUserInfoOverride(mutate func(claims map[string]any)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.faults.userInfoOverride = mutate
+}
+
+// takeUserInfoFaults consumes the faults armed for the next UserInfo answer.
+func (p *Provider) takeUserInfoFaults() (status int, override func(claims map[string]any)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	status, override = p.faults.userInfoStatus, p.faults.userInfoOverride
+	p.faults.userInfoStatus, p.faults.userInfoOverride = 0, nil
+	return status, override
 }

@@ -13,12 +13,13 @@ import (
 
 // handleDiscovery serves the OpenID Provider Configuration document.
 func (p *Provider) handleDiscovery(w http.ResponseWriter, _ *http.Request) {
-	iss := p.Issuer()
+	base := p.URL()
 	writeJSON(w, http.StatusOK, map[string]any{
-		"issuer":                                iss,
-		"authorization_endpoint":                iss + "/authorize",
-		"token_endpoint":                        iss + "/token",
-		"jwks_uri":                              iss + "/jwks",
+		"issuer":                                p.Issuer(),
+		"authorization_endpoint":                base + "/authorize",
+		"token_endpoint":                        base + "/token",
+		"jwks_uri":                              base + "/jwks",
+		"userinfo_endpoint":                     base + "/userinfo",
 		"response_types_supported":              []string{"code"},
 		"response_modes_supported":              []string{"query"},
 		"grant_types_supported":                 []string{"authorization_code"},

@@ -1,7 +1,8 @@
 // Package oidctest runs a real, in-process OpenID Connect provider for tests.
 //
-// The provider serves discovery, a JWKS, and the authorization and token
-// endpoints of the authorization code flow with PKCE (S256). ID tokens are
+// The provider serves discovery, a JWKS, the authorization and token endpoints
+// of the authorization code flow with PKCE (S256), and a UserInfo endpoint that
+// answers for the access tokens it issued. ID tokens are
 // RS256 JWTs signed with a per-provider RSA key, so relying parties can be
 // exercised with their production OIDC client libraries instead of mocks.
 //
@@ -9,8 +10,14 @@
 // form, for the user named by its login_hint parameter (see [Provider.AddUser])
 // or else for the default user (see [Provider.SetUser]).
 //
+// Like many real providers (Zitadel, Okta), it can be made to send the person's
+// profile claims only from UserInfo, not in the ID token
+// ([Provider.SetClaimsInUserInfoOnly]); and its discovery document and tokens
+// can name another issuer than its URL ([Provider.SetIssuer]).
+//
 // Fault injection ([Provider.NextAuthorizeError], [Provider.NextTokenOverride],
-// [Provider.NextSignWithForeignKey]) is one-shot: each fault is consumed by the
+// [Provider.NextSignWithForeignKey], [Provider.NextUserInfoError],
+// [Provider.NextUserInfoOverride]) is one-shot: each fault is consumed by the
 // next request it applies to, whichever flow that request belongs to. Tests
 // that inject faults should not share their provider with concurrent flows.
 package oidctest
@@ -39,7 +46,8 @@ type User struct {
 	Name string
 	// Groups is the value of the groups claim (see [Provider.SetGroupsClaim]).
 	Groups []string
-	// ExtraClaims are added to the ID token last and may override any claim.
+	// ExtraClaims are added to the person's claims last and may override any
+	// claim; a nil value removes the claim (email_verified, say).
 	ExtraClaims map[string]any
 }
 
@@ -52,21 +60,24 @@ type Provider struct {
 	ClientSecret string
 
 	srv        *httptest.Server
-	issuer     string
 	key        *rsa.PrivateKey
 	keyID      string
 	foreignKey func() (*rsa.PrivateKey, error)
 
-	mu          sync.Mutex
-	defaultUser User
-	users       map[string]User
-	groupsClaim string
-	grants      map[string]grant // pending authorization codes
-	faults      faults
+	mu           sync.Mutex
+	issuer       string
+	defaultUser  User
+	users        map[string]User
+	groupsClaim  string
+	userInfoOnly bool
+	grants       map[string]grant       // pending authorization codes
+	accessTokens map[string]accessGrant // access tokens UserInfo answers for
+	faults       faults
 
 	authorizeRequests atomic.Int64
 	tokenRequests     atomic.Int64
 	tokensIssued      atomic.Int64
+	userInfoRequests  atomic.Int64
 }
 
 // NewProvider starts a provider whose server is closed when tb's test ends.
@@ -92,9 +103,10 @@ func NewProvider(tb testing.TB) *Provider {
 			Name:              "Alice Example",
 			Groups:            []string{"users"},
 		},
-		users:       make(map[string]User),
-		groupsClaim: "groups",
-		grants:      make(map[string]grant),
+		users:        make(map[string]User),
+		groupsClaim:  "groups",
+		grants:       make(map[string]grant),
+		accessTokens: make(map[string]accessGrant),
 	}
 
 	mux := http.NewServeMux()
@@ -103,6 +115,8 @@ func NewProvider(tb testing.TB) *Provider {
 	mux.HandleFunc("GET /authorize", p.handleAuthorize)
 	mux.HandleFunc("POST /authorize", p.handleAuthorize)
 	mux.HandleFunc("POST /token", p.handleToken)
+	mux.HandleFunc("GET /userinfo", p.handleUserInfo)
+	mux.HandleFunc("POST /userinfo", p.handleUserInfo)
 	p.srv = httptest.NewUnstartedServer(mux)
 	p.srv.Start()
 	p.issuer = p.srv.URL
@@ -110,11 +124,36 @@ func NewProvider(tb testing.TB) *Provider {
 	return p
 }
 
-// Issuer returns the issuer identifier, which is also the discovery base URL.
-func (p *Provider) Issuer() string { return p.issuer }
+// Issuer returns the issuer identifier that discovery and ID tokens name: the
+// discovery base URL, [Provider.URL], unless [Provider.SetIssuer] changed it.
+func (p *Provider) Issuer() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.issuer
+}
 
-// URL returns the base URL of the provider's server; it equals [Provider.Issuer].
-func (p *Provider) URL() string { return p.issuer }
+// URL returns the base URL of the provider's server, where its discovery
+// document and endpoints are.
+func (p *Provider) URL() string { return p.srv.URL }
+
+// SetIssuer makes the discovery document and the ID tokens issued from now on
+// name iss as the issuer, while the provider stays at [Provider.URL]: as a
+// provider whose issuer is configured differently from where it is reached.
+func (p *Provider) SetIssuer(iss string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.issuer = iss
+}
+
+// SetClaimsInUserInfoOnly makes ID tokens issued from now on carry only the
+// protocol claims (iss, sub, aud, times, nonce, at_hash), with the person's
+// profile, e-mail, groups and extra claims only in the UserInfo answer, as
+// Zitadel and Okta do by default in the code flow. Off again with false.
+func (p *Provider) SetClaimsInUserInfoOnly(on bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.userInfoOnly = on
+}
 
 // SetUser sets the default user, used when a request has no known login_hint.
 func (p *Provider) SetUser(u User) {
@@ -147,6 +186,9 @@ func (p *Provider) TokenRequests() int64 { return p.tokenRequests.Load() }
 
 // TokensIssued returns how many token responses were issued successfully.
 func (p *Provider) TokensIssued() int64 { return p.tokensIssued.Load() }
+
+// UserInfoRequests returns how many /userinfo requests were received, failed ones included.
+func (p *Provider) UserInfoRequests() int64 { return p.userInfoRequests.Load() }
 
 // userFor returns the user registered under loginHint, or the default user.
 // The caller must hold p.mu.

@@ -99,23 +99,24 @@ func (p *Provider) issue(g grant) (tokenResponse, error) {
 	accessToken := rand.Text()
 	now := time.Now()
 	claims := map[string]any{
-		"iss":                p.Issuer(),
-		"sub":                g.user.Subject,
-		"aud":                p.ClientID,
-		"iat":                now.Unix(),
-		"auth_time":          now.Unix(),
-		"exp":                now.Add(tokenLifetime).Unix(),
-		"at_hash":            accessTokenHash(accessToken),
-		"email":              g.user.Email,
-		"email_verified":     true,
-		"preferred_username": g.user.PreferredUsername,
-		"name":               g.user.Name,
-		groupsClaim:          append([]string{}, g.user.Groups...),
+		"iss":       p.Issuer(),
+		"sub":       g.user.Subject,
+		"aud":       p.ClientID,
+		"iat":       now.Unix(),
+		"auth_time": now.Unix(),
+		"exp":       now.Add(tokenLifetime).Unix(),
+		"at_hash":   accessTokenHash(accessToken),
+	}
+	p.mu.Lock()
+	userInfoOnly := p.userInfoOnly
+	p.accessTokens[accessToken] = accessGrant{user: g.user, expires: now.Add(tokenLifetime)}
+	p.mu.Unlock()
+	if !userInfoOnly {
+		maps.Copy(claims, personClaims(g.user, groupsClaim))
 	}
 	if g.nonce != "" {
 		claims["nonce"] = g.nonce
 	}
-	maps.Copy(claims, g.user.ExtraClaims)
 	if f.override != nil {
 		f.override(claims)
 	}
@@ -142,4 +143,25 @@ func (p *Provider) issue(g grant) (tokenResponse, error) {
 // tokenError writes an RFC 6749 section 5.2 error response.
 func tokenError(w http.ResponseWriter, status int, code, description string) {
 	writeJSON(w, status, map[string]string{"error": code, "error_description": description})
+}
+
+// personClaims are the claims about u that an ID token or a UserInfo answer
+// carries: profile, e-mail, groups, then u.ExtraClaims (a nil one removes the claim).
+func personClaims(u User, groupsClaim string) map[string]any {
+	claims := map[string]any{
+		"sub":                u.Subject,
+		"email":              u.Email,
+		"email_verified":     true,
+		"preferred_username": u.PreferredUsername,
+		"name":               u.Name,
+		groupsClaim:          append([]string{}, u.Groups...),
+	}
+	for k, v := range u.ExtraClaims {
+		if v == nil {
+			delete(claims, k)
+		} else {
+			claims[k] = v
+		}
+	}
+	return claims
 }
