@@ -148,6 +148,9 @@ func (e *env) newServer(tb testing.TB, gate bool) *apitest.Server {
 		// Never refuse a reset of the contested-claim loop. The short window keeps the
 		// limit's count of recent resets as small as a real limit keeps it.
 		o.ResetLimit = store.RateLimit{Max: 1 << 30, Window: time.Second}
+		// The OIDC figure starts its sign-ins ahead of a round, more of them than the
+		// default bound on sign-ins in progress.
+		o.OIDCPendingLimit = 1 << 30
 		o.Logger = slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	})
 }
