@@ -145,3 +145,50 @@ type keyWithExpiry struct {
 	Key       string     `json:"key"`
 	ExpiresAt *time.Time `json:"expires_at"`
 }
+
+// TestDeprovision_GroupsClaimAbsent: when the provider sends no groups claim at all (a scope
+// not requested, a misspelt --oidc-groups-claim), the sign-in is refused but the person keeps
+// their role, keys and sessions, and the log names the setting to check.
+func TestDeprovision_GroupsClaimAbsent(t *testing.T) {
+	a, b, p := newGroupReplicas(t)
+	p.AddUser(oidctest.User{Subject: "sub-ada", PreferredUsername: "ada", Groups: []string{"oncall", "ops-admins"}})
+	session := a.MustSignInOIDC(t, p, "sub-ada")
+	ada := mustMe(t, a, session)
+	key := mustCreateKeyAs(t, a, ada.ID, session, map[string]string{"name": "laptop"})
+
+	p.SetGroupsClaim("roles") // the provider now sends the groups under a name the server does not read
+	resp, err := b.SignInOIDC(t.Context(), p, "sub-ada")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantAPIError(t, resp, http.StatusForbidden, "group_not_allowed")
+	if resp.Cookie("terdut_session") != nil {
+		t.Errorf("the refused sign-in set a session cookie")
+	}
+
+	for i, srv := range []*apitest.Server{a, b} {
+		if got := mustMe(t, srv, session); got.ID != ada.ID || got.Role != store.RoleAdmin {
+			t.Errorf("ada's session on replica %d: got %+v, want user %d, still an admin", i, got, ada.ID)
+		}
+		if id, status := whoAmIOn(t, srv, key.Key); id != ada.ID {
+			t.Errorf("ada's key on replica %d: got user %d (status %d), want %d", i, id, status, ada.ID)
+		}
+	}
+	logs := b.Logs.String()
+	if !strings.Contains(logs, `"level":"WARN"`) || !strings.Contains(logs, `"oidc_groups_claim":"groups"`) {
+		t.Errorf("replica b's log: got %s, want a warning naming the groups claim setting", logs)
+	}
+	if strings.Contains(logs, "revoked their sessions") {
+		t.Errorf("replica b's log reports a revocation: %s", logs)
+	}
+
+	// A claim that is present but lists no allowed group still disarms.
+	p.SetGroupsClaim("groups")
+	p.AddUser(oidctest.User{Subject: "sub-ada", PreferredUsername: "ada", Groups: []string{}})
+	resp, err = b.SignInOIDC(t.Context(), p, "sub-ada")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantAPIError(t, resp, http.StatusForbidden, "group_not_allowed")
+	mustSignedOut(t, []*apitest.Server{a, b}, session)
+}

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
@@ -161,7 +162,7 @@ func (s *server) finishOIDC(w http.ResponseWriter, r *http.Request) (store.SSOId
 	if err := s.fillFromUserInfo(r.Context(), provider, tok, idt.Subject, claims); err != nil {
 		return store.SSOIdentity{}, err
 	}
-	return s.identityFrom(idt.Issuer, idt.Subject, claims)
+	return s.identityFrom(r.Context(), idt.Issuer, idt.Subject, claims)
 }
 
 // safeErrorCode passes on a provider's error code only if it looks like one.
@@ -174,9 +175,18 @@ func safeErrorCode(e string) string {
 
 // identityFrom applies the group rules to the person's claims and proposes usernames: the
 // username claim, then a verified e-mail, then a stable name made from the identity.
-func (s *server) identityFrom(issuer, subject string, claims map[string]any) (store.SSOIdentity, error) {
-	groups := stringsClaim(lookupClaim(claims, s.oidc.opts.GroupsClaim))
+func (s *server) identityFrom(ctx context.Context, issuer, subject string, claims map[string]any) (store.SSOIdentity, error) {
+	groupsClaim := lookupClaim(claims, s.oidc.opts.GroupsClaim)
+	groups := stringsClaim(groupsClaim)
 	if len(s.oidc.opts.AllowedGroups) > 0 && !intersects(groups, s.oidc.opts.AllowedGroups) {
+		if groupsClaim == nil {
+			// No groups claim at all is more likely the provider's or our configuration (a scope
+			// not requested, a misspelt claim name) than the person's removal: refuse the
+			// sign-in, but leave what they hold here alone.
+			s.log.WarnContext(ctx, "single sign-on refused a person whose ID token and UserInfo carry no groups claim: check --oidc-groups-claim and the provider's scopes",
+				"oidc_groups_claim", s.oidc.opts.GroupsClaim)
+			return store.SSOIdentity{}, errGroupNotAllowed
+		}
 		return store.SSOIdentity{}, &groupRefusal{issuer: issuer, subject: subject}
 	}
 	role := store.RoleMember
