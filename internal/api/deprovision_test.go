@@ -1,7 +1,9 @@
 package api_test
 
 import (
+	"context"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -191,4 +193,51 @@ func TestDeprovision_GroupsClaimAbsent(t *testing.T) {
 	}
 	wantAPIError(t, resp, http.StatusForbidden, "group_not_allowed")
 	mustSignedOut(t, []*apitest.Server{a, b}, session)
+}
+
+// TestDeprovision_ClientGone: the client disconnects (its request's context is cancelled) just
+// as the refused sign-in starts disarming the person; the revocation still happens.
+func TestDeprovision_ClientGone(t *testing.T) {
+	a, _, p := newGroupReplicas(t)
+	p.AddUser(oidctest.User{Subject: "sub-ada", PreferredUsername: "ada", Groups: []string{"oncall", "ops-admins"}})
+	session := a.MustSignInOIDC(t, p, "sub-ada")
+	ada := mustMe(t, a, session)
+	key := mustCreateKeyAs(t, a, ada.ID, session, map[string]string{"name": "laptop"})
+
+	p.AddUser(oidctest.User{Subject: "sub-ada", PreferredUsername: "ada", Groups: []string{"contractors"}})
+	flow := a.MustStartOIDC(t, p, "sub-ada")
+	// The callback runs in this goroutine on a's database and options, with a store that
+	// cancels the request's context as the disarming begins: a client gone at that moment.
+	h := api.NewServer(disconnectingStore{a.Store}, a.Options)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	req := httptest.NewRequestWithContext(context.WithValue(ctx, disconnectKey{}, cancel), http.MethodGet, flow.Callback.RequestURI(), nil)
+	req.AddCookie(flow.StateCookie)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+
+	if ctx.Err() == nil {
+		t.Fatalf("the callback never started disarming (status %d %s)", rec.Code, rec.Body)
+	}
+	if rec.Code != http.StatusForbidden {
+		t.Errorf("the callback: got %d %s, want 403", rec.Code, rec.Body)
+	}
+	if id, status := whoAmIOn(t, a, key.Key); status != http.StatusUnauthorized {
+		t.Errorf("ada's key after the refusal: got user %d (status %d), want 401", id, status)
+	}
+	mustSignedOut(t, []*apitest.Server{a}, session)
+}
+
+// disconnectKey carries the cancel function of a request's context, for disconnectingStore.
+type disconnectKey struct{}
+
+// disconnectingStore is the real store, except that DeprovisionSSOUser first cancels the
+// request's context (found under disconnectKey), as a client disconnecting would.
+type disconnectingStore struct{ *store.Store }
+
+func (s disconnectingStore) DeprovisionSSOUser(ctx context.Context, issuer, subject string) (store.Deprovisioned, error) {
+	if cancel, ok := ctx.Value(disconnectKey{}).(context.CancelFunc); ok {
+		cancel()
+	}
+	return s.Store.DeprovisionSSOUser(ctx, issuer, subject)
 }

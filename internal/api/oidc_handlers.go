@@ -79,7 +79,8 @@ func (s *server) handleOIDCCallback() http.Handler {
 			return
 		}
 		if err != nil {
-			if derr := s.disarmRefused(r.Context(), err); derr != nil {
+			// A client that goes away must not stop the revocation half-way.
+			if derr := s.disarmRefused(context.WithoutCancel(r.Context()), err); derr != nil {
 				s.fail(w, r, derr)
 				return
 			}
