@@ -295,6 +295,38 @@ func TestOIDC_UserInfo(t *testing.T) {
 			t.Errorf("got %+v, want no e-mail and a generated name", got)
 		}
 	})
+
+	t.Run("VerificationOfAnotherAddress", func(t *testing.T) {
+		// The ID token's address comes without a verdict; UserInfo verified another address.
+		// That verdict is not about the ID token's address: it stays contact, never a username.
+		p.AddUser(oidctest.User{Subject: "sub-vic", Email: "boss@example.test"})
+		f := srv.MustStartOIDC(t, p, "sub-vic")
+		p.NextTokenOverride(func(c map[string]any) { delete(c, "email_verified") })
+		p.NextUserInfoOverride(func(c map[string]any) { c["email"], c["email_verified"] = "vic@example.test", true })
+		resp := srv.MustDo(t, f.Request())
+		c := resp.Cookie("terdut_session")
+		if resp.Status != http.StatusSeeOther || c == nil {
+			t.Fatalf("got %d %s, want 303 with a session", resp.Status, resp.Body)
+		}
+		if got := mustMe(t, srv, c); got.Email != "boss@example.test" || !strings.HasPrefix(got.Username, "user-") {
+			t.Errorf("got %+v, want the ID token's e-mail as contact and a generated name", got)
+		}
+	})
+
+	t.Run("VerificationOfTheSameAddress", func(t *testing.T) {
+		// UserInfo verifies the very address the ID token gives: the verdict applies.
+		p.AddUser(oidctest.User{Subject: "sub-val", Email: "val@example.test"})
+		f := srv.MustStartOIDC(t, p, "sub-val")
+		p.NextTokenOverride(func(c map[string]any) { delete(c, "email_verified") })
+		resp := srv.MustDo(t, f.Request())
+		c := resp.Cookie("terdut_session")
+		if resp.Status != http.StatusSeeOther || c == nil {
+			t.Fatalf("got %d %s, want 303 with a session", resp.Status, resp.Body)
+		}
+		if got := mustMe(t, srv, c); got.Email != "val@example.test" || got.Username != "val@example.test" {
+			t.Errorf("got %+v, want the verified e-mail as contact and username", got)
+		}
+	})
 }
 
 func TestOIDC_Scopes(t *testing.T) {
