@@ -41,9 +41,22 @@ func (s *server) handleOIDCLogin() http.Handler {
 			s.fail(w, r, errSSONotConfigured)
 			return
 		}
-		// The gate answers first: while pending, nobody needs to hear about the provider.
+		// A sign-in is recorded only once the provider is known, so starts while it is down
+		// take no place among those in progress. The gate still answers first: while pending,
+		// nobody needs to hear about the provider.
+		oauth, _, _, err := s.oidc.get(r.Context())
+		if err != nil {
+			if s.opts.Gate {
+				if b, berr := s.store.Bootstrap(r.Context()); berr == nil && b.State != store.StateComplete {
+					s.refusePending(w, r, "oidc")
+					return
+				}
+			}
+			s.fail(w, r, err)
+			return
+		}
 		state, login := randomString(32), store.OIDCLogin{Nonce: randomString(32), CodeVerifier: oauth2.GenerateVerifier()}
-		err := s.store.SaveOIDCLogin(r.Context(), state, login, oidcLoginTTL, store.Gate(s.opts.Gate), s.opts.OIDCPendingLimit)
+		evicted, err := s.store.SaveOIDCLogin(r.Context(), state, login, oidcLoginTTL, store.Gate(s.opts.Gate), s.opts.OIDCPendingLimit)
 		if errors.Is(err, store.ErrBootstrapPending) {
 			s.refusePending(w, r, "oidc")
 			return
@@ -52,10 +65,9 @@ func (s *server) handleOIDCLogin() http.Handler {
 			s.fail(w, r, err)
 			return
 		}
-		oauth, _, _, err := s.oidc.get(r.Context())
-		if err != nil {
-			s.fail(w, r, err)
-			return
+		if evicted > 0 {
+			s.log.WarnContext(r.Context(), "single sign-ons in progress reached --oidc-pending-limit: the oldest were ended",
+				"evicted", evicted, "oidc_pending_limit", s.opts.OIDCPendingLimit)
 		}
 		http.SetCookie(w, &http.Cookie{Name: stateCookie, Value: state, Path: "/auth/oidc", MaxAge: int(oidcLoginTTL.Seconds()),
 			HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: s.opts.PublicURL.Scheme == "https"})
