@@ -591,6 +591,35 @@ func TestOIDC_Issuer(t *testing.T) {
 		}
 	})
 
+	t.Run("ReadyzRecovers", func(t *testing.T) {
+		// A NotReady pod gets no sign-ins: /readyz alone must notice the fixed provider.
+		p := oidctest.NewProvider(t)
+		p.SetIssuer("https://idp.example.test/realms/other")
+		srv := newReplicas(t, pgtest.MustDatabase(t), 1, p, nil)[0]
+		deadline := time.Now().Add(10 * time.Second)
+		for !strings.Contains(srv.Logs.String(), "misconfigured") && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if ready := srv.MustDo(t, apitest.Request{Method: http.MethodGet, Path: "/readyz"}); ready.Status != http.StatusServiceUnavailable {
+			t.Fatalf("readyz while misconfigured: got %d %s, want 503", ready.Status, ready.Body)
+		}
+		p.SetIssuer(p.URL())
+		deadline = time.Now().Add(20 * time.Second)
+		for {
+			ready := srv.MustDo(t, apitest.Request{Method: http.MethodGet, Path: "/readyz"})
+			if ready.Status == http.StatusOK {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("readyz after the fix: got %d %s, want 200 within 20s", ready.Status, ready.Body)
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+		if n := p.AuthorizeRequests(); n != 0 {
+			t.Errorf("authorize requests: got %d, want none", n)
+		}
+	})
+
 	t.Run("ProviderDown", func(t *testing.T) {
 		// A provider that is merely unreachable is an outage, not a configuration error.
 		down := httptest.NewServer(http.NotFoundHandler())
