@@ -83,7 +83,7 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 	fs.StringVar(&c.OIDCGroupsClaim, "oidc-groups-claim", "groups", "claim that lists a person's groups, or a dotted path such as realm_access.roles")
 	fs.StringVar(&allowed, "oidc-allowed-groups", "", "comma-separated groups allowed to sign in; empty: anyone the provider authenticates")
 	fs.StringVar(&admins, "oidc-admin-groups", "", "comma-separated groups whose members are admins")
-	fs.IntVar(&c.OIDCPendingLimit, "oidc-pending-limit", 1000, "single sign-ons in progress allowed at once, across replicas")
+	fs.IntVar(&c.OIDCPendingLimit, "oidc-pending-limit", 10000, "single sign-ons in progress kept at once, across replicas; past it the oldest are ended")
 	fs.IntVar(&c.APIKeysPerUser, "api-keys-per-user", 100, "live API keys one user may hold")
 	fs.DurationVar(&c.SSOAPIKeyMaxTTL, "sso-api-key-max-ttl", 2160*time.Hour, "longest life of an API key of a single sign-on person")
 	fs.DurationVar(&c.SweepInterval, "sweep-interval", 15*time.Minute, "how often to delete dead sessions, keys and sign-ins")

@@ -26,7 +26,7 @@ func defaultConfig() (Config, string) {
 		OIDCScopes: []string{"openid", "profile", "email"}, OIDCUsernameClaim: "preferred_username",
 		LogLevel: slog.LevelInfo, ShutdownTimeout: 20 * time.Second,
 		OperatorOIDC:     OperatorOIDCConfig{Audience: "terdut-server", TokenFile: defaultServiceAccountTokenFile},
-		OIDCPendingLimit: 1000, APIKeysPerUser: 100, SSOAPIKeyMaxTTL: 2160 * time.Hour, SweepInterval: 15 * time.Minute,
+		OIDCPendingLimit: 10000, APIKeysPerUser: 100, SSOAPIKeyMaxTTL: 2160 * time.Hour, SweepInterval: 15 * time.Minute,
 		LoginRatePerIP: 20}, "http://localhost:8080"
 }
 

@@ -1,7 +1,9 @@
 package api_test
 
 import (
+	"context"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -144,4 +146,98 @@ type keyWithExpiry struct {
 	UserID    int64      `json:"user_id"`
 	Key       string     `json:"key"`
 	ExpiresAt *time.Time `json:"expires_at"`
+}
+
+// TestDeprovision_GroupsClaimAbsent: when the provider sends no groups claim at all (a scope
+// not requested, a misspelt --oidc-groups-claim), the sign-in is refused but the person keeps
+// their role, keys and sessions, and the log names the setting to check.
+func TestDeprovision_GroupsClaimAbsent(t *testing.T) {
+	a, b, p := newGroupReplicas(t)
+	p.AddUser(oidctest.User{Subject: "sub-ada", PreferredUsername: "ada", Groups: []string{"oncall", "ops-admins"}})
+	session := a.MustSignInOIDC(t, p, "sub-ada")
+	ada := mustMe(t, a, session)
+	key := mustCreateKeyAs(t, a, ada.ID, session, map[string]string{"name": "laptop"})
+
+	p.SetGroupsClaim("roles") // the provider now sends the groups under a name the server does not read
+	resp, err := b.SignInOIDC(t.Context(), p, "sub-ada")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantAPIError(t, resp, http.StatusForbidden, "group_not_allowed")
+	if resp.Cookie("terdut_session") != nil {
+		t.Errorf("the refused sign-in set a session cookie")
+	}
+
+	for i, srv := range []*apitest.Server{a, b} {
+		if got := mustMe(t, srv, session); got.ID != ada.ID || got.Role != store.RoleAdmin {
+			t.Errorf("ada's session on replica %d: got %+v, want user %d, still an admin", i, got, ada.ID)
+		}
+		if id, status := whoAmIOn(t, srv, key.Key); id != ada.ID {
+			t.Errorf("ada's key on replica %d: got user %d (status %d), want %d", i, id, status, ada.ID)
+		}
+	}
+	logs := b.Logs.String()
+	if !strings.Contains(logs, `"level":"WARN"`) || !strings.Contains(logs, `"oidc_groups_claim":"groups"`) {
+		t.Errorf("replica b's log: got %s, want a warning naming the groups claim setting", logs)
+	}
+	if strings.Contains(logs, "revoked their sessions") {
+		t.Errorf("replica b's log reports a revocation: %s", logs)
+	}
+
+	// A claim that is present but lists no allowed group still disarms.
+	p.SetGroupsClaim("groups")
+	p.AddUser(oidctest.User{Subject: "sub-ada", PreferredUsername: "ada", Groups: []string{}})
+	resp, err = b.SignInOIDC(t.Context(), p, "sub-ada")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantAPIError(t, resp, http.StatusForbidden, "group_not_allowed")
+	mustSignedOut(t, []*apitest.Server{a, b}, session)
+}
+
+// TestDeprovision_ClientGone: the client disconnects (its request's context is cancelled) just
+// as the refused sign-in starts disarming the person; the revocation still happens.
+func TestDeprovision_ClientGone(t *testing.T) {
+	a, _, p := newGroupReplicas(t)
+	p.AddUser(oidctest.User{Subject: "sub-ada", PreferredUsername: "ada", Groups: []string{"oncall", "ops-admins"}})
+	session := a.MustSignInOIDC(t, p, "sub-ada")
+	ada := mustMe(t, a, session)
+	key := mustCreateKeyAs(t, a, ada.ID, session, map[string]string{"name": "laptop"})
+
+	p.AddUser(oidctest.User{Subject: "sub-ada", PreferredUsername: "ada", Groups: []string{"contractors"}})
+	flow := a.MustStartOIDC(t, p, "sub-ada")
+	// The callback runs in this goroutine on a's database and options, with a store that
+	// cancels the request's context as the disarming begins: a client gone at that moment.
+	h := api.NewServer(disconnectingStore{a.Store}, a.Options)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	req := httptest.NewRequestWithContext(context.WithValue(ctx, disconnectKey{}, cancel), http.MethodGet, flow.Callback.RequestURI(), nil)
+	req.AddCookie(flow.StateCookie)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+
+	if ctx.Err() == nil {
+		t.Fatalf("the callback never started disarming (status %d %s)", rec.Code, rec.Body)
+	}
+	if rec.Code != http.StatusForbidden {
+		t.Errorf("the callback: got %d %s, want 403", rec.Code, rec.Body)
+	}
+	if id, status := whoAmIOn(t, a, key.Key); status != http.StatusUnauthorized {
+		t.Errorf("ada's key after the refusal: got user %d (status %d), want 401", id, status)
+	}
+	mustSignedOut(t, []*apitest.Server{a}, session)
+}
+
+// disconnectKey carries the cancel function of a request's context, for disconnectingStore.
+type disconnectKey struct{}
+
+// disconnectingStore is the real store, except that DeprovisionSSOUser first cancels the
+// request's context (found under disconnectKey), as a client disconnecting would.
+type disconnectingStore struct{ *store.Store }
+
+func (s disconnectingStore) DeprovisionSSOUser(ctx context.Context, issuer, subject string) (store.Deprovisioned, error) {
+	if cancel, ok := ctx.Value(disconnectKey{}).(context.CancelFunc); ok {
+		cancel()
+	}
+	return s.Store.DeprovisionSSOUser(ctx, issuer, subject)
 }

@@ -54,9 +54,9 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 // failure reports whether e is the server's failure, worth an ERROR in the log, rather than
-// a refusal it means to give (the gate, a limit) however often it is asked.
+// a refusal it means to give (the gate) however often it is asked.
 func (e *apiError) failure() bool {
-	return e.Status >= 500 && e.Code != "bootstrap_pending" && e.Code != "too_many_signins_in_progress"
+	return e.Status >= 500 && e.Code != "bootstrap_pending"
 }
 
 // setRetryAfter tells the client when to try again, in whole seconds rounded up; nothing for 0.
@@ -69,13 +69,9 @@ func setRetryAfter(w http.ResponseWriter, d time.Duration) {
 func (s *server) classify(err error) *apiError {
 	var ae *apiError
 	var rl *store.RateLimitedError
-	var pl *store.PendingLimitError
 	switch {
 	case errors.As(err, &ae):
 		return ae
-	case errors.As(err, &pl):
-		return &apiError{Status: http.StatusServiceUnavailable, Code: "too_many_signins_in_progress",
-			Message: "Too many sign-ins are in progress right now; try again shortly.", RetryAfter: pl.RetryAfter}
 	case errors.Is(err, store.ErrTooManyAPIKeys):
 		return errTooManyAPIKeys(s.opts.APIKeysPerUser)
 	case errors.Is(err, store.ErrExpiryTooLate):

@@ -15,7 +15,8 @@ func handleHealthz() http.Handler {
 
 // handleReadyz is readiness: the database answers, its schema is the one this binary ships,
 // and single sign-on, when on, is not known to be misconfigured (a provider that is merely
-// down does not count: sign-ins retry it). It does not depend on the claim state.
+// down does not count: sign-ins retry it). While it is, each probe retries discovery, so
+// readiness recovers once the provider is fixed. It does not depend on the claim state.
 func (s *server) handleReadyz() http.Handler {
 	type response struct {
 		Status string `json:"status"`
@@ -33,6 +34,11 @@ func (s *server) handleReadyz() http.Handler {
 			return
 		}
 		if s.oidc != nil {
+			// A NotReady pod gets no sign-ins, so readiness itself must notice a provider that
+			// was fixed: it discovers again, no sooner than the retry delay after the last try.
+			if s.oidc.misconfiguration() != nil {
+				_, _, _, _ = s.oidc.get(ctx)
+			}
 			if e := s.oidc.misconfiguration(); e != nil {
 				writeJSON(w, http.StatusServiceUnavailable, response{Status: "unavailable", Reason: e.Message})
 				return

@@ -41,11 +41,18 @@ func (s *server) fillFromUserInfo(ctx context.Context, p *oidc.Provider, tok *oa
 		return errUserInfoRejected
 	}
 	// An e-mail and whether it is verified go together: an address taken from UserInfo is
-	// verified only if UserInfo says so.
-	if e, ok := claims["email"]; !ok || e == nil {
+	// verified only if UserInfo says so, and UserInfo's verdict counts for the ID token's
+	// address only when UserInfo gives that same address.
+	hasEmail := claims["email"] != nil
+	if !hasEmail {
 		delete(claims, "email_verified")
 	}
+	idEmail, _ := claims["email"].(string)
+	infoEmail, _ := info["email"].(string)
 	for k, v := range info {
+		if k == "email_verified" && hasEmail && (idEmail == "" || infoEmail != idEmail) {
+			continue
+		}
 		if cur, ok := claims[k]; !ok || cur == nil {
 			claims[k] = v
 		}

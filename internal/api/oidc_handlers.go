@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
@@ -40,9 +41,22 @@ func (s *server) handleOIDCLogin() http.Handler {
 			s.fail(w, r, errSSONotConfigured)
 			return
 		}
-		// The gate answers first: while pending, nobody needs to hear about the provider.
+		// A sign-in is recorded only once the provider is known, so starts while it is down
+		// take no place among those in progress. The gate still answers first: while pending,
+		// nobody needs to hear about the provider.
+		oauth, _, _, err := s.oidc.get(r.Context())
+		if err != nil {
+			if s.opts.Gate {
+				if b, berr := s.store.Bootstrap(r.Context()); berr == nil && b.State != store.StateComplete {
+					s.refusePending(w, r, "oidc")
+					return
+				}
+			}
+			s.fail(w, r, err)
+			return
+		}
 		state, login := randomString(32), store.OIDCLogin{Nonce: randomString(32), CodeVerifier: oauth2.GenerateVerifier()}
-		err := s.store.SaveOIDCLogin(r.Context(), state, login, oidcLoginTTL, store.Gate(s.opts.Gate), s.opts.OIDCPendingLimit)
+		evicted, err := s.store.SaveOIDCLogin(r.Context(), state, login, oidcLoginTTL, store.Gate(s.opts.Gate), s.opts.OIDCPendingLimit)
 		if errors.Is(err, store.ErrBootstrapPending) {
 			s.refusePending(w, r, "oidc")
 			return
@@ -51,10 +65,9 @@ func (s *server) handleOIDCLogin() http.Handler {
 			s.fail(w, r, err)
 			return
 		}
-		oauth, _, _, err := s.oidc.get(r.Context())
-		if err != nil {
-			s.fail(w, r, err)
-			return
+		if evicted > 0 {
+			s.log.WarnContext(r.Context(), "single sign-ons in progress reached --oidc-pending-limit: the oldest were ended",
+				"evicted", evicted, "oidc_pending_limit", s.opts.OIDCPendingLimit)
 		}
 		http.SetCookie(w, &http.Cookie{Name: stateCookie, Value: state, Path: "/auth/oidc", MaxAge: int(oidcLoginTTL.Seconds()),
 			HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: s.opts.PublicURL.Scheme == "https"})
@@ -78,7 +91,8 @@ func (s *server) handleOIDCCallback() http.Handler {
 			return
 		}
 		if err != nil {
-			if derr := s.disarmRefused(r.Context(), err); derr != nil {
+			// A client that goes away must not stop the revocation half-way.
+			if derr := s.disarmRefused(context.WithoutCancel(r.Context()), err); derr != nil {
 				s.fail(w, r, derr)
 				return
 			}
@@ -161,7 +175,7 @@ func (s *server) finishOIDC(w http.ResponseWriter, r *http.Request) (store.SSOId
 	if err := s.fillFromUserInfo(r.Context(), provider, tok, idt.Subject, claims); err != nil {
 		return store.SSOIdentity{}, err
 	}
-	return s.identityFrom(idt.Issuer, idt.Subject, claims)
+	return s.identityFrom(r.Context(), idt.Issuer, idt.Subject, claims)
 }
 
 // safeErrorCode passes on a provider's error code only if it looks like one.
@@ -174,9 +188,18 @@ func safeErrorCode(e string) string {
 
 // identityFrom applies the group rules to the person's claims and proposes usernames: the
 // username claim, then a verified e-mail, then a stable name made from the identity.
-func (s *server) identityFrom(issuer, subject string, claims map[string]any) (store.SSOIdentity, error) {
-	groups := stringsClaim(lookupClaim(claims, s.oidc.opts.GroupsClaim))
+func (s *server) identityFrom(ctx context.Context, issuer, subject string, claims map[string]any) (store.SSOIdentity, error) {
+	groupsClaim := lookupClaim(claims, s.oidc.opts.GroupsClaim)
+	groups := stringsClaim(groupsClaim)
 	if len(s.oidc.opts.AllowedGroups) > 0 && !intersects(groups, s.oidc.opts.AllowedGroups) {
+		if groupsClaim == nil {
+			// No groups claim at all is more likely the provider's or our configuration (a scope
+			// not requested, a misspelt claim name) than the person's removal: refuse the
+			// sign-in, but leave what they hold here alone.
+			s.log.WarnContext(ctx, "single sign-on refused a person whose ID token and UserInfo carry no groups claim: check --oidc-groups-claim and the provider's scopes",
+				"oidc_groups_claim", s.oidc.opts.GroupsClaim)
+			return store.SSOIdentity{}, errGroupNotAllowed
+		}
 		return store.SSOIdentity{}, &groupRefusal{issuer: issuer, subject: subject}
 	}
 	role := store.RoleMember

@@ -295,6 +295,38 @@ func TestOIDC_UserInfo(t *testing.T) {
 			t.Errorf("got %+v, want no e-mail and a generated name", got)
 		}
 	})
+
+	t.Run("VerificationOfAnotherAddress", func(t *testing.T) {
+		// The ID token's address comes without a verdict; UserInfo verified another address.
+		// That verdict is not about the ID token's address: it stays contact, never a username.
+		p.AddUser(oidctest.User{Subject: "sub-vic", Email: "boss@example.test"})
+		f := srv.MustStartOIDC(t, p, "sub-vic")
+		p.NextTokenOverride(func(c map[string]any) { delete(c, "email_verified") })
+		p.NextUserInfoOverride(func(c map[string]any) { c["email"], c["email_verified"] = "vic@example.test", true })
+		resp := srv.MustDo(t, f.Request())
+		c := resp.Cookie("terdut_session")
+		if resp.Status != http.StatusSeeOther || c == nil {
+			t.Fatalf("got %d %s, want 303 with a session", resp.Status, resp.Body)
+		}
+		if got := mustMe(t, srv, c); got.Email != "boss@example.test" || !strings.HasPrefix(got.Username, "user-") {
+			t.Errorf("got %+v, want the ID token's e-mail as contact and a generated name", got)
+		}
+	})
+
+	t.Run("VerificationOfTheSameAddress", func(t *testing.T) {
+		// UserInfo verifies the very address the ID token gives: the verdict applies.
+		p.AddUser(oidctest.User{Subject: "sub-val", Email: "val@example.test"})
+		f := srv.MustStartOIDC(t, p, "sub-val")
+		p.NextTokenOverride(func(c map[string]any) { delete(c, "email_verified") })
+		resp := srv.MustDo(t, f.Request())
+		c := resp.Cookie("terdut_session")
+		if resp.Status != http.StatusSeeOther || c == nil {
+			t.Fatalf("got %d %s, want 303 with a session", resp.Status, resp.Body)
+		}
+		if got := mustMe(t, srv, c); got.Email != "val@example.test" || got.Username != "val@example.test" {
+			t.Errorf("got %+v, want the verified e-mail as contact and username", got)
+		}
+	})
 }
 
 func TestOIDC_Scopes(t *testing.T) {
@@ -556,6 +588,35 @@ func TestOIDC_Issuer(t *testing.T) {
 		}
 		if got := mustMe(t, srv, srv.MustSignInOIDC(t, p, "alice")); got.Username != "alice" {
 			t.Errorf("after the fix: got %+v, want alice", got)
+		}
+	})
+
+	t.Run("ReadyzRecovers", func(t *testing.T) {
+		// A NotReady pod gets no sign-ins: /readyz alone must notice the fixed provider.
+		p := oidctest.NewProvider(t)
+		p.SetIssuer("https://idp.example.test/realms/other")
+		srv := newReplicas(t, pgtest.MustDatabase(t), 1, p, nil)[0]
+		deadline := time.Now().Add(10 * time.Second)
+		for !strings.Contains(srv.Logs.String(), "misconfigured") && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if ready := srv.MustDo(t, apitest.Request{Method: http.MethodGet, Path: "/readyz"}); ready.Status != http.StatusServiceUnavailable {
+			t.Fatalf("readyz while misconfigured: got %d %s, want 503", ready.Status, ready.Body)
+		}
+		p.SetIssuer(p.URL())
+		deadline = time.Now().Add(20 * time.Second)
+		for {
+			ready := srv.MustDo(t, apitest.Request{Method: http.MethodGet, Path: "/readyz"})
+			if ready.Status == http.StatusOK {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("readyz after the fix: got %d %s, want 200 within 20s", ready.Status, ready.Body)
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+		if n := p.AuthorizeRequests(); n != 0 {
+			t.Errorf("authorize requests: got %d, want none", n)
 		}
 	})
 

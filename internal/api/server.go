@@ -43,7 +43,7 @@ type Store interface {
 	AuthenticateSession(ctx context.Context, token string) (store.User, error)
 	EndSession(ctx context.Context, token string) error
 
-	SaveOIDCLogin(ctx context.Context, state string, l store.OIDCLogin, ttl time.Duration, gate store.Gate, limit int) error
+	SaveOIDCLogin(ctx context.Context, state string, l store.OIDCLogin, ttl time.Duration, gate store.Gate, limit int) (int, error)
 	TakeOIDCLogin(ctx context.Context, state string, gate store.Gate) (store.OIDCLogin, error)
 	SignInSSO(ctx context.Context, id store.SSOIdentity, ttl time.Duration, gate store.Gate) (store.User, store.Session, bool, error)
 	DeprovisionSSOUser(ctx context.Context, issuer, subject string) (store.Deprovisioned, error)
@@ -72,7 +72,7 @@ type Options struct {
 	Gatherer         prometheus.Gatherer
 
 	// OIDCPendingLimit bounds the sign-ins in progress (started, not finished, not expired)
-	// across replicas; zero: 1000.
+	// across replicas: past it, a new start ends the oldest; zero: 10000.
 	OIDCPendingLimit int
 	// APIKeysPerUser bounds each user's live API keys; zero: 100.
 	APIKeysPerUser int
@@ -117,7 +117,7 @@ func NewServer(st Store, opts Options) http.Handler {
 		s.opts.LoginLimit = store.RateLimit{Max: 10, Window: 15 * time.Minute}
 	}
 	if opts.OIDCPendingLimit == 0 {
-		s.opts.OIDCPendingLimit = 1000
+		s.opts.OIDCPendingLimit = 10000
 	}
 	if opts.APIKeysPerUser == 0 {
 		s.opts.APIKeysPerUser = 100

@@ -108,48 +108,37 @@ type OIDCLogin struct {
 	CodeVerifier string
 }
 
-// PendingLimitError is returned when a sign-in cannot start because limit sign-ins are
-// already in progress. RetryAfter is when the oldest of them expires.
-type PendingLimitError struct {
-	RetryAfter time.Duration
-}
-
-func (e *PendingLimitError) Error() string {
-	return fmt.Sprintf("too many sign-ins in progress; retry in %s", e.RetryAfter.Round(time.Second))
-}
-
 // SaveOIDCLogin records a sign-in started with this state, valid for ttl. With the gate on
 // it returns ErrBootstrapPending and records nothing while the install is unclaimed. With
-// limit > 0 it returns *PendingLimitError, and records nothing, while limit unexpired
-// sign-ins are in progress (sign-ins started at the same instant on several replicas may
-// each see one slot free, so the table holds at most limit plus those). Expired rows are
-// swept out on the way.
-func (s *Store) SaveOIDCLogin(ctx context.Context, state string, l OIDCLogin, ttl time.Duration, gate Gate, limit int) error {
-	var open, saved bool
-	var retry time.Duration
-	err := s.pool.QueryRow(ctx, `
-		WITH sweep AS (DELETE FROM oidc_logins WHERE expires_at < now()),
-		g AS (SELECT NOT $5 OR state = 'complete' AS open FROM bootstrap_state),
-		p AS (
-			SELECT count(*) AS n, coalesce(min(expires_at) - now(), '0'::interval) AS retry
-			FROM (SELECT expires_at FROM oidc_logins WHERE expires_at >= now() ORDER BY expires_at LIMIT $6) live
+// limit > 0 it keeps at most limit unexpired sign-ins in progress: in the same statement as
+// the insert, it removes the oldest ones beyond limit-1 and reports how many it evicted, so a
+// flood of starts ends the oldest sign-ins rather than refusing everyone's. (Starts at the
+// same instant on several replicas may each see the same rows, so the table may briefly
+// hold limit plus those.) Expired rows are swept out on the way.
+func (s *Store) SaveOIDCLogin(ctx context.Context, state string, l OIDCLogin, ttl time.Duration, gate Gate, limit int) (evicted int, err error) {
+	var open bool
+	err = s.pool.QueryRow(ctx, `
+		WITH g AS (SELECT NOT $5 OR state = 'complete' AS open FROM bootstrap_state),
+		sweep AS (DELETE FROM oidc_logins WHERE expires_at < now()),
+		evict AS (
+			DELETE FROM oidc_logins WHERE $6 > 0 AND (SELECT open FROM g) AND state_hash IN (
+				SELECT state_hash FROM oidc_logins WHERE expires_at >= now()
+				ORDER BY expires_at DESC, created_at DESC OFFSET greatest($6 - 1, 0))
+			RETURNING 1
 		),
 		ins AS (
 			INSERT INTO oidc_logins (state_hash, nonce, code_verifier, expires_at)
-			SELECT $1, $2, $3, now() + $4::interval FROM g, p WHERE g.open AND ($6 <= 0 OR p.n < $6)
-			RETURNING true AS saved
+			SELECT $1, $2, $3, now() + $4::interval FROM g WHERE g.open
 		)
-		SELECT g.open, EXISTS (SELECT 1 FROM ins), p.retry FROM g, p`,
-		hashToken(state), l.Nonce, l.CodeVerifier, ttl, bool(gate), max(limit, 0)).Scan(&open, &saved, &retry)
+		SELECT g.open, (SELECT count(*) FROM evict) FROM g`,
+		hashToken(state), l.Nonce, l.CodeVerifier, ttl, bool(gate), max(limit, 0)).Scan(&open, &evicted)
 	switch {
 	case err != nil:
-		return wrap(err, "save sign-in")
+		return 0, wrap(err, "save sign-in")
 	case !open:
-		return ErrBootstrapPending
-	case !saved:
-		return &PendingLimitError{RetryAfter: max(retry, time.Second)}
+		return 0, ErrBootstrapPending
 	}
-	return nil
+	return evicted, nil
 }
 
 // TakeOIDCLogin consumes the sign-in started with this state: it can be finished once.

@@ -109,7 +109,7 @@ func TestSSO_OIDCLogin(t *testing.T) {
 	want := store.OIDCLogin{Nonce: "nonce-1", CodeVerifier: "verifier-1"}
 
 	t.Run("OK", func(t *testing.T) {
-		if err := st.SaveOIDCLogin(ctx, "state-ok", want, time.Minute, store.GateOff, 0); err != nil {
+		if _, err := st.SaveOIDCLogin(ctx, "state-ok", want, time.Minute, store.GateOff, 0); err != nil {
 			t.Fatal(err)
 		}
 		got, err := st.TakeOIDCLogin(ctx, "state-ok", store.GateOff)
@@ -128,7 +128,7 @@ func TestSSO_OIDCLogin(t *testing.T) {
 	})
 
 	t.Run("Expired", func(t *testing.T) {
-		if err := st.SaveOIDCLogin(ctx, "state-old", want, time.Minute, store.GateOff, 0); err != nil {
+		if _, err := st.SaveOIDCLogin(ctx, "state-old", want, time.Minute, store.GateOff, 0); err != nil {
 			t.Fatal(err)
 		}
 		if n := mustExec(t, st, `UPDATE oidc_logins SET expires_at = now() - interval '1 second'
@@ -142,7 +142,7 @@ func TestSSO_OIDCLogin(t *testing.T) {
 
 	t.Run("ErrBootstrapPending", func(t *testing.T) {
 		pending := mustStore(t)
-		err := pending.SaveOIDCLogin(ctx, "state-pending", want, time.Minute, store.GateOn, 0)
+		_, err := pending.SaveOIDCLogin(ctx, "state-pending", want, time.Minute, store.GateOn, 0)
 		if !errors.Is(err, store.ErrBootstrapPending) {
 			t.Fatalf("save while pending: got %v, want %v", err, store.ErrBootstrapPending)
 		}
@@ -150,7 +150,7 @@ func TestSSO_OIDCLogin(t *testing.T) {
 			t.Fatalf("sign-ins saved while pending: got %d, want 0", n)
 		}
 		// A sign-in started before a reset cannot be finished while pending, and is not consumed.
-		if err := pending.SaveOIDCLogin(ctx, "state-started", want, time.Minute, store.GateOff, 0); err != nil {
+		if _, err := pending.SaveOIDCLogin(ctx, "state-started", want, time.Minute, store.GateOff, 0); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := pending.TakeOIDCLogin(ctx, "state-started", store.GateOn); !errors.Is(err, store.ErrBootstrapPending) {
@@ -167,7 +167,7 @@ func TestSSO_OIDCLogin(t *testing.T) {
 
 	t.Run("Concurrent", func(t *testing.T) {
 		// A callback replayed against several replicas at once finishes at most once.
-		if err := st.SaveOIDCLogin(ctx, "state-race", want, time.Minute, store.GateOff, 0); err != nil {
+		if _, err := st.SaveOIDCLogin(ctx, "state-race", want, time.Minute, store.GateOff, 0); err != nil {
 			t.Fatal(err)
 		}
 		const n = 8

@@ -44,7 +44,7 @@ func TestSweep(t *testing.T) {
 		long.ID, store.ExpiredKeyRetention)
 
 	for _, state := range []string{"state-a", "state-b", "state-c"} {
-		if err := st.SaveOIDCLogin(ctx, state, store.OIDCLogin{Nonce: "n", CodeVerifier: "v"}, time.Minute, store.GateOff, 0); err != nil {
+		if _, err := st.SaveOIDCLogin(ctx, state, store.OIDCLogin{Nonce: "n", CodeVerifier: "v"}, time.Minute, store.GateOff, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
