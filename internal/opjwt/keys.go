@@ -139,7 +139,7 @@ func (ks *keySet) getJSON(ctx context.Context, target string, v any) error {
 		return err
 	}
 	req.Header.Set("Accept", "application/json")
-	if req.URL.Scheme == "https" {
+	if ks.mayAuthenticate(req.URL) {
 		token, err := ks.authToken()
 		if err != nil {
 			return err
@@ -167,6 +167,25 @@ func (ks *keySet) getJSON(ctx context.Context, target string, v any) error {
 		return fmt.Errorf("GET %s: the answer is not the JSON expected", target)
 	}
 	return nil
+}
+
+// mayAuthenticate reports whether this server's own token may go to target: only with a
+// CA file (so TLS trusts the cluster's CA alone), over https, to the issuer's own origin.
+func (ks *keySet) mayAuthenticate(target *url.URL) bool {
+	if ks.cfg.AuthTokenFile == "" || ks.cfg.CAFile == "" || target.Scheme != "https" {
+		return false
+	}
+	issuer, err := url.Parse(ks.cfg.Issuer)
+	return err == nil && issuer.Scheme == "https" && strings.EqualFold(issuer.Hostname(), target.Hostname()) &&
+		httpsPort(issuer) == httpsPort(target)
+}
+
+// httpsPort is u's port, 443 when it names none.
+func httpsPort(u *url.URL) string {
+	if p := u.Port(); p != "" {
+		return p
+	}
+	return "443"
 }
 
 // authToken reads AuthTokenFile afresh (a projected token rotates on disk); a file that
