@@ -34,18 +34,16 @@ func startHousekeeping(ctx context.Context, st *store.Store, cfg Config, log *sl
 	return func() { cancel(); <-done }
 }
 
-// housekeep runs one round: it logs what it removed or changed, and a failure as a warning
-// (the next round tries again).
+// housekeep runs one round: it logs what it removed or changed, and each failure as a
+// warning (the next round tries again). The cap and the sweep are independent: one failing
+// does not stop the other.
 // loginWindow is --password-login-window: guessing counts untouched for longer are swept.
 func housekeep(ctx context.Context, st *store.Store, ssoKeyTTL, loginWindow time.Duration, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(ctx, housekeepingTimeout)
 	defer cancel()
 	capped, err := st.CapSSOAPIKeys(ctx, ssoKeyTTL)
-	if err != nil {
-		if ctx.Err() == nil {
-			log.Warn("housekeeping: capping the API keys of single sign-on people failed", "err", err)
-		}
-		return
+	if err != nil && ctx.Err() == nil {
+		log.Warn("housekeeping: capping the API keys of single sign-on people failed", "err", err)
 	}
 	if capped > 0 {
 		log.Info("housekeeping: API keys of single sign-on people now expire within --sso-api-key-max-ttl",
