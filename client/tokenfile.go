@@ -3,10 +3,9 @@ package client
 import (
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"strings"
-	"syscall"
+
+	"github.com/terdut-server/terdut-server/internal/secretfile"
 )
 
 // maxTokenFileBytes bounds the operator token file; a projected token is about 1 KiB.
@@ -28,24 +27,9 @@ func (c *Client) operatorToken(op string) (string, error) {
 // readTokenFile reads a token file without blocking on a FIFO, and checks that what it
 // holds can be sent as a Bearer token. Its errors never quote the file.
 func readTokenFile(path string) (string, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	b, err := secretfile.Read(path, maxTokenFileBytes)
 	if err != nil {
 		return "", err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return "", err
-	}
-	if !fi.Mode().IsRegular() {
-		return "", errors.New("not a regular file")
-	}
-	b, err := io.ReadAll(io.LimitReader(f, maxTokenFileBytes+1))
-	if err != nil {
-		return "", err
-	}
-	if len(b) > maxTokenFileBytes {
-		return "", fmt.Errorf("larger than %d bytes", maxTokenFileBytes)
 	}
 	token := strings.TrimSpace(string(b))
 	switch {

@@ -23,7 +23,7 @@ func startHousekeeping(ctx context.Context, st *store.Store, cfg Config, log *sl
 		tick := time.NewTicker(cfg.SweepInterval)
 		defer tick.Stop()
 		for {
-			housekeep(ctx, st, cfg.SSOAPIKeyMaxTTL, log)
+			housekeep(ctx, st, cfg.SSOAPIKeyMaxTTL, cfg.LoginLimitWindow, log)
 			select {
 			case <-ctx.Done():
 				return
@@ -34,28 +34,27 @@ func startHousekeeping(ctx context.Context, st *store.Store, cfg Config, log *sl
 	return func() { cancel(); <-done }
 }
 
-// housekeep runs one round: it logs what it removed or changed, and a failure as a warning
-// (the next round tries again).
-func housekeep(ctx context.Context, st *store.Store, ssoKeyTTL time.Duration, log *slog.Logger) {
+// housekeep runs one round: it logs what it removed or changed, and each failure as a
+// warning (the next round tries again). The cap and the sweep are independent: one failing
+// does not stop the other.
+// loginWindow is --password-login-window: guessing counts untouched for longer are swept.
+func housekeep(ctx context.Context, st *store.Store, ssoKeyTTL, loginWindow time.Duration, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(ctx, housekeepingTimeout)
 	defer cancel()
 	capped, err := st.CapSSOAPIKeys(ctx, ssoKeyTTL)
-	if err != nil {
-		if ctx.Err() == nil {
-			log.Warn("housekeeping: capping the API keys of single sign-on people failed", "err", err)
-		}
-		return
+	if err != nil && ctx.Err() == nil {
+		log.Warn("housekeeping: capping the API keys of single sign-on people failed", "err", err)
 	}
 	if capped > 0 {
 		log.Info("housekeeping: API keys of single sign-on people now expire within --sso-api-key-max-ttl",
 			"api_keys", capped, "sso_api_key_max_ttl", ssoKeyTTL.String())
 	}
-	res, err := st.Sweep(ctx)
+	res, err := st.Sweep(ctx, loginWindow)
 	if err != nil && ctx.Err() == nil {
 		log.Warn("housekeeping: sweep failed", "err", err)
 	}
-	if res.Sessions > 0 || res.APIKeys > 0 || res.OIDCLogins > 0 {
+	if res != (store.SweepResult{}) {
 		log.Info("housekeeping: swept dead rows", "sessions", res.Sessions, "api_keys", res.APIKeys,
-			"oidc_logins", res.OIDCLogins)
+			"oidc_logins", res.OIDCLogins, "login_attempts", res.LoginAttempts)
 	}
 }

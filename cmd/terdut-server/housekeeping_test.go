@@ -1,10 +1,14 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/terdut-server/terdut-server/internal/pgtest"
+	"github.com/terdut-server/terdut-server/internal/store"
 )
 
 // TestServe_Housekeeping: a running server sweeps dead sessions on its schedule and brings
@@ -45,4 +49,30 @@ func TestServe_Housekeeping(t *testing.T) {
 	mustContain(t, "stderr", srv.Stderr.String(), "housekeeping: swept dead rows", `"sessions":2`,
 		"housekeeping: API keys of single sign-on people now expire within --sso-api-key-max-ttl")
 	mustNotContain(t, "stderr", srv.Stderr.String(), "housekeeping: sweep failed", "capping the API keys of single sign-on people failed")
+}
+
+// TestHousekeep_CapFailureStillSweeps: when capping single sign-on people's keys fails (here a
+// trigger refuses the update), the round still sweeps, and logs the failure.
+func TestHousekeep_CapFailureStillSweeps(t *testing.T) {
+	db := pgtest.MustEmptyDatabase(t)
+	mustRun(t, env{"TERDUT_DATABASE_URL": db}, "migrate")
+	mustQuery(t, db, `WITH pw AS (INSERT INTO users (username) VALUES ('alice') RETURNING id),
+		sso AS (INSERT INTO users (username, oidc_issuer, oidc_subject) VALUES ('sam', 'https://idp.test', 'sam') RETURNING id),
+		s AS (INSERT INTO sessions (user_id, token_hash, expires_at) SELECT pw.id, sha256('expired'::bytea), now() - interval '1 second' FROM pw)
+		INSERT INTO api_keys (user_id, name, key_hash) SELECT sso.id, 'sso', sha256('sso'::bytea) FROM sso`)
+	mustQuery(t, db, `CREATE FUNCTION refuse_update() RETURNS trigger LANGUAGE plpgsql AS
+		$$BEGIN RAISE EXCEPTION 'api_keys are read-only in this test'; END$$`)
+	mustQuery(t, db, `CREATE TRIGGER refuse_update BEFORE UPDATE ON api_keys FOR EACH ROW EXECUTE FUNCTION refuse_update()`)
+	st, err := store.Open(context.Background(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var logs bytes.Buffer
+	housekeep(context.Background(), st, 24*time.Hour, 15*time.Minute, slog.New(slog.NewJSONHandler(&logs, nil)))
+
+	if got := mustQuery(t, db, `SELECT count(*) FROM sessions`); len(got) != 1 || got[0] != "0" {
+		t.Errorf("sessions after the round: got %v, want [0]: the sweep must run even when the cap fails", got)
+	}
+	mustContain(t, "log", logs.String(), "capping the API keys of single sign-on people failed", "housekeeping: swept dead rows")
 }

@@ -109,11 +109,7 @@ func operatorIdentity(c OperatorOIDCConfig, log *slog.Logger) (*opjwt.Verifier, 
 	if c.Issuer == "" {
 		return nil, nil
 	}
-	hc, err := opjwt.NewHTTPClient(c.CAFile)
-	if err != nil {
-		return nil, fmt.Errorf("--operator-oidc-ca-file %s: %w", c.CAFile, err)
-	}
-	v, err := opjwt.New(opjwt.Config{Issuer: c.Issuer, Audience: c.Audience, Subjects: c.Subjects, HTTPClient: hc,
+	v, err := opjwt.New(opjwt.Config{Issuer: c.Issuer, Audience: c.Audience, Subjects: c.Subjects, CAFile: c.CAFile,
 		AuthTokenFile: c.TokenFile, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("--operator-oidc-issuer: %w", err)

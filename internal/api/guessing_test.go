@@ -214,7 +214,7 @@ func TestPasswords_CurrentPasswordThrottle(t *testing.T) {
 	}
 	// The same count throttles sign-in; and the password is still the old one.
 	wantStatus(t, login(t, e.srv, "alice", e.alice.Password, nil), http.StatusTooManyRequests)
-	hash, err := e.srv.Store.PasswordHash(t.Context(), e.alice.User.ID)
+	_, hash, _, err := e.srv.Store.UserForSignIn(t.Context(), e.alice.User.Username, store.GateOff, store.RateLimit{})
 	if err != nil || bcrypt.CompareHashAndPassword([]byte(hash), []byte(e.alice.Password)) != nil {
 		t.Fatalf("alice's password after the refused change: got %v, want the old one", err)
 	}
@@ -252,7 +252,7 @@ func TestLogin_Rehash(t *testing.T) {
 	alice := apitest.MustPerson(t, raised.Store, "alice", store.RoleMember) // stored at bcrypt.MinCost
 	storedCost := func() (int, string) {
 		t.Helper()
-		hash, err := raised.Store.PasswordHash(t.Context(), alice.User.ID)
+		_, hash, _, err := raised.Store.UserForSignIn(t.Context(), alice.User.Username, store.GateOff, store.RateLimit{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -12,12 +12,13 @@ import (
 	"io/fs"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/go-jose/go-jose/v4"
+
+	"github.com/terdut-server/terdut-server/internal/secretfile"
 )
 
 // maxDocBytes bounds the discovery document and the JWKS read from the issuer.
@@ -47,20 +48,21 @@ func newKeySet(cfg Config) *keySet { return &keySet{cfg: cfg} }
 // issuer cannot be reached.
 func (ks *keySet) lookup(ctx context.Context, kid string, alg jose.SignatureAlgorithm) ([]jose.JSONWebKey, error) {
 	ks.mu.Lock()
-	defer ks.mu.Unlock()
-	found := matching(ks.keys, kid, alg)
-	stale := time.Since(ks.lastFetch) >= maxKeyAge
-	if len(found) > 0 && !stale {
-		return found, nil
+	found, fetch, err := ks.cached(kid, alg)
+	ks.mu.Unlock()
+	if !fetch {
+		return found, err
 	}
-	if time.Since(ks.lastFetch) < ks.cfg.MinRefresh {
-		if !ks.fetched {
-			return nil, fmt.Errorf("%w: the last try failed less than %s ago", ErrUnavailable, ks.cfg.MinRefresh)
-		}
-		return nil, refuse(ReasonUnknownKey, "the issuer has no key %q for %s", kid, alg)
+	// The token file is read before taking the lock: a slow or odd file must not hold up
+	// every request that verifies a token with a known key.
+	auth := ks.authToken()
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	if found, fetch, err = ks.cached(kid, alg); !fetch { // fetched meanwhile by another request
+		return found, err
 	}
 	ks.lastFetch = time.Now()
-	keys, err := ks.fetch(ctx)
+	keys, err := ks.fetch(ctx, auth)
 	if err != nil {
 		ks.cfg.Logger.WarnContext(ctx, "cannot read the operator identity issuer's keys", "issuer", ks.cfg.Issuer, "err", err)
 		if len(found) > 0 {
@@ -74,6 +76,23 @@ func (ks *keySet) lookup(ctx context.Context, kid string, alg jose.SignatureAlgo
 		return found, nil
 	}
 	return nil, refuse(ReasonUnknownKey, "the issuer has no key %q for %s", kid, alg)
+}
+
+// cached returns the held keys for kid and alg, and whether they must be fetched (with the
+// keys to fall back on); when not, found and err are the answer. ks.mu must be held.
+func (ks *keySet) cached(kid string, alg jose.SignatureAlgorithm) (found []jose.JSONWebKey, fetch bool, err error) {
+	found = matching(ks.keys, kid, alg)
+	stale := time.Since(ks.lastFetch) >= maxKeyAge
+	if len(found) > 0 && !stale {
+		return found, false, nil
+	}
+	if time.Since(ks.lastFetch) < ks.cfg.MinRefresh {
+		if !ks.fetched {
+			return nil, false, fmt.Errorf("%w: the last try failed less than %s ago", ErrUnavailable, ks.cfg.MinRefresh)
+		}
+		return nil, false, refuse(ReasonUnknownKey, "the issuer has no key %q for %s", kid, alg)
+	}
+	return found, true, nil
 }
 
 // matching returns the keys fit to check a signature of alg made with kid.
@@ -100,14 +119,14 @@ func keyFits(k jose.JSONWebKey, alg jose.SignatureAlgorithm) bool {
 }
 
 // fetch reads the discovery document (once, and again after a failure) and then the JWKS.
-func (ks *keySet) fetch(ctx context.Context) ([]jose.JSONWebKey, error) {
+func (ks *keySet) fetch(ctx context.Context, auth bearer) ([]jose.JSONWebKey, error) {
 	if ks.jwksURL == "" {
 		var doc struct {
 			Issuer  string `json:"issuer"`
 			JWKSURI string `json:"jwks_uri"`
 		}
 		discovery := strings.TrimSuffix(ks.cfg.Issuer, "/") + "/.well-known/openid-configuration"
-		if err := ks.getJSON(ctx, discovery, &doc); err != nil {
+		if err := ks.getJSON(ctx, discovery, auth, &doc); err != nil {
 			return nil, err
 		}
 		if doc.Issuer != ks.cfg.Issuer {
@@ -120,7 +139,7 @@ func (ks *keySet) fetch(ctx context.Context) ([]jose.JSONWebKey, error) {
 		ks.jwksURL = doc.JWKSURI
 	}
 	var set jose.JSONWebKeySet
-	if err := ks.getJSON(ctx, ks.jwksURL, &set); err != nil {
+	if err := ks.getJSON(ctx, ks.jwksURL, auth, &set); err != nil {
 		ks.jwksURL = ""
 		return nil, err
 	}
@@ -133,19 +152,18 @@ func (ks *keySet) fetch(ctx context.Context) ([]jose.JSONWebKey, error) {
 	return keys, nil
 }
 
-func (ks *keySet) getJSON(ctx context.Context, target string, v any) error {
+func (ks *keySet) getJSON(ctx context.Context, target string, auth bearer, v any) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
 	if err != nil {
 		return err
 	}
 	req.Header.Set("Accept", "application/json")
-	if req.URL.Scheme == "https" {
-		token, err := ks.authToken()
-		if err != nil {
-			return err
+	if ks.mayAuthenticate(req.URL) {
+		if auth.err != nil {
+			return auth.err
 		}
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
+		if auth.token != "" {
+			req.Header.Set("Authorization", "Bearer "+auth.token)
 		}
 	}
 	resp, err := ks.cfg.HTTPClient.Do(req)
@@ -169,22 +187,50 @@ func (ks *keySet) getJSON(ctx context.Context, target string, v any) error {
 	return nil
 }
 
-// authToken reads AuthTokenFile afresh (a projected token rotates on disk); a file that
-// does not exist means no token.
-func (ks *keySet) authToken() (string, error) {
-	if ks.cfg.AuthTokenFile == "" {
-		return "", nil
+// mayAuthenticate reports whether this server's own token may go to target: only with a
+// CA file (so TLS trusts the cluster's CA alone), over https, to the issuer's own origin.
+func (ks *keySet) mayAuthenticate(target *url.URL) bool {
+	if ks.cfg.AuthTokenFile == "" || ks.cfg.CAFile == "" || target.Scheme != "https" {
+		return false
 	}
-	b, err := os.ReadFile(ks.cfg.AuthTokenFile)
+	issuer, err := url.Parse(ks.cfg.Issuer)
+	return err == nil && issuer.Scheme == "https" && strings.EqualFold(issuer.Hostname(), target.Hostname()) &&
+		httpsPort(issuer) == httpsPort(target)
+}
+
+// httpsPort is u's port, 443 when it names none.
+func httpsPort(u *url.URL) string {
+	if p := u.Port(); p != "" {
+		return p
+	}
+	return "443"
+}
+
+// maxTokenFileBytes bounds AuthTokenFile; a projected token is about 1 KiB.
+const maxTokenFileBytes = 64 << 10
+
+// bearer is this server's own token for the issuer ("" for none), or why it cannot be read.
+type bearer struct {
+	token string
+	err   error
+}
+
+// authToken reads AuthTokenFile afresh (a projected token rotates on disk) when it may be
+// sent at all; a file that does not exist means no token. It never blocks on the file.
+func (ks *keySet) authToken() bearer {
+	if ks.cfg.AuthTokenFile == "" || ks.cfg.CAFile == "" {
+		return bearer{}
+	}
+	b, err := secretfile.Read(ks.cfg.AuthTokenFile, maxTokenFileBytes)
 	if errors.Is(err, fs.ErrNotExist) {
-		return "", nil
+		return bearer{}
 	}
 	if err != nil {
-		return "", fmt.Errorf("read the token for the issuer: %w", err)
+		return bearer{err: fmt.Errorf("read the token for the issuer: %w", err)}
 	}
 	token := strings.TrimSpace(string(b))
 	if strings.ContainsFunc(token, func(r rune) bool { return r <= ' ' || r >= 0x7f }) {
-		return "", fmt.Errorf("the token file %s holds spaces, control or non-ASCII characters", ks.cfg.AuthTokenFile)
+		return bearer{err: fmt.Errorf("the token file %s holds spaces, control or non-ASCII characters", ks.cfg.AuthTokenFile)}
 	}
-	return token, nil
+	return bearer{token: token}
 }

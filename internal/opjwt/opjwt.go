@@ -38,12 +38,18 @@ type Config struct {
 	Issuer   string   // the issuer URL, compared with iss exactly
 	Audience string   // aud must contain it
 	Subjects []string // sub must be one of them
-	// HTTPClient fetches the discovery document and the JWKS (its TLS settings trust the
-	// issuer's CA); nil: a client with a 10 s timeout and the system's roots.
+	// CAFile, when set, is the only CA bundle the issuer's TLS certificate may chain to:
+	// New builds HTTPClient from it (see NewHTTPClient), and only then is AuthTokenFile used.
+	CAFile string
+	// HTTPClient fetches the discovery document and the JWKS when CAFile is empty; nil: a
+	// client with a 10 s timeout and the system's roots. Give CAFile or HTTPClient, not both.
 	HTTPClient *http.Client
-	// AuthTokenFile, when the file exists, holds a Bearer token sent (over https only) to
-	// the discovery and JWKS endpoints, re-read on every fetch: this server's own
-	// service-account token, for API servers that do not serve them anonymously.
+	// AuthTokenFile, when the file exists and CAFile is set, holds a Bearer token sent to the
+	// discovery and JWKS endpoints on the issuer's own https origin (scheme, host and port),
+	// re-read on every fetch: this server's own service-account token, for API servers that do
+	// not serve them anonymously. It is a credential of the cluster's API, so it never goes
+	// to another host (such as a jwks_uri elsewhere), over http, or to a server trusted
+	// through the system's roots.
 	AuthTokenFile string
 	// MinRefresh is the least time between two fetches of the JWKS caused by a token whose
 	// key is unknown; zero: 10 s.
@@ -109,7 +115,16 @@ func New(cfg Config) (*Verifier, error) {
 	if len(cfg.Subjects) == 0 {
 		return nil, errors.New("no allowed subject")
 	}
-	if cfg.HTTPClient == nil {
+	switch {
+	case cfg.CAFile != "" && cfg.HTTPClient != nil:
+		return nil, errors.New("give the CA file or the HTTP client, not both")
+	case cfg.CAFile != "":
+		hc, err := NewHTTPClient(cfg.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("CA file %s: %w", cfg.CAFile, err)
+		}
+		cfg.HTTPClient = hc
+	case cfg.HTTPClient == nil:
 		cfg.HTTPClient = &http.Client{Timeout: 10 * time.Second}
 	}
 	if cfg.MinRefresh == 0 {

@@ -6,6 +6,8 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -202,12 +204,13 @@ func TestVerify_AuthenticatedTLSIssuer(t *testing.T) {
 		}
 	}
 	write("server-sa-token-1\n")
-	hc, err := opjwt.NewHTTPClient(is.CAFile(t, dir))
+	caFile := is.CAFile(t, dir)
+	hc, err := opjwt.NewHTTPClient(caFile)
 	if err != nil {
 		t.Fatal(err)
 	}
 	v := mustVerifier(t, is, func(c *opjwt.Config) {
-		c.HTTPClient, c.AuthTokenFile, c.MinRefresh = hc, tokenFile, time.Nanosecond
+		c.CAFile, c.AuthTokenFile, c.MinRefresh = caFile, tokenFile, time.Nanosecond
 	})
 	if _, err := v.Verify(t.Context(), is.Sign(t, operatorClaims())); err != nil {
 		t.Fatalf("with the CA and the token: got %v, want accepted", err)
@@ -221,13 +224,22 @@ func TestVerify_AuthenticatedTLSIssuer(t *testing.T) {
 	}
 
 	t.Run("WithoutTheToken", func(t *testing.T) {
-		v := mustVerifier(t, is, func(c *opjwt.Config) { c.HTTPClient, c.AuthTokenFile = hc, filepath.Join(dir, "absent") })
+		v := mustVerifier(t, is, func(c *opjwt.Config) { c.CAFile, c.AuthTokenFile = caFile, filepath.Join(dir, "absent") })
 		before := is.Unauthorized()
 		if _, err := v.Verify(t.Context(), is.Sign(t, operatorClaims())); !errors.Is(err, opjwt.ErrUnavailable) {
 			t.Fatalf("got %v, want ErrUnavailable", err)
 		}
 		if is.Unauthorized() == before {
 			t.Fatal("the issuer refused nothing: was a token sent from a file that does not exist?")
+		}
+	})
+	t.Run("TokenNotSentWithoutCAFile", func(t *testing.T) {
+		// A client that trusts the issuer, but not through CAFile: the token could reach
+		// a server trusted through the system's roots, so it is not sent at all.
+		v := mustVerifier(t, is, func(c *opjwt.Config) { c.HTTPClient, c.AuthTokenFile = hc, tokenFile })
+		before := is.Unauthorized()
+		if _, err := v.Verify(t.Context(), is.Sign(t, operatorClaims())); !errors.Is(err, opjwt.ErrUnavailable) || is.Unauthorized() == before {
+			t.Fatalf("without a CA file: got %v (%d refused), want ErrUnavailable: no token is sent", err, is.Unauthorized()-before)
 		}
 	})
 	t.Run("WithoutTheCA", func(t *testing.T) {
@@ -245,6 +257,42 @@ func TestVerify_AuthenticatedTLSIssuer(t *testing.T) {
 	})
 }
 
+// TestVerify_TokenStaysOnTheIssuersOrigin: a discovery document may name a jwks_uri on
+// another host, also trusted by the CA; the server's own token (a credential of the
+// cluster's API) goes to the issuer's origin only, never there.
+func TestVerify_TokenStaysOnTheIssuersOrigin(t *testing.T) {
+	var is *satest.Issuer
+	var mu sync.Mutex
+	var sentThere []string
+	elsewhere := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		sentThere = append(sentThere, r.Header.Get("Authorization"))
+		mu.Unlock()
+		is.JWKSHandler()(w, r)
+	}))
+	t.Cleanup(elsewhere.Close)
+	is = satest.New(t, satest.Options{TLS: true, Bearer: "server-sa-token", JWKSURI: elsewhere.URL + "/keys"})
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte("server-sa-token"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	v := mustVerifier(t, is, func(c *opjwt.Config) { c.CAFile, c.AuthTokenFile = is.CAFile(t, dir), tokenFile })
+	if _, err := v.Verify(t.Context(), is.Sign(t, operatorClaims())); err != nil {
+		t.Fatalf("got %v, want accepted (the discovery document on the issuer's origin wants the token)", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(sentThere) == 0 {
+		t.Fatal("the keys were not read from the jwks_uri elsewhere")
+	}
+	for _, auth := range sentThere {
+		if auth != "" {
+			t.Fatalf("the jwks_uri on another origin received Authorization %q", auth)
+		}
+	}
+}
+
 func TestNew_Errors(t *testing.T) {
 	for name, cfg := range map[string]opjwt.Config{
 		"NoIssuer":      {Audience: audience, Subjects: []string{subject}},
@@ -252,6 +300,9 @@ func TestNew_Errors(t *testing.T) {
 		"NoSubjects":    {Issuer: "https://k8s.example", Audience: audience},
 		"NoAudience":    {Issuer: "https://k8s.example", Subjects: []string{subject}},
 		"IssuerQueried": {Issuer: "https://k8s.example/?x=1", Audience: audience, Subjects: []string{subject}},
+		"CAFileMissing": {Issuer: "https://k8s.example", Audience: audience, Subjects: []string{subject}, CAFile: "/nonexistent/ca.crt"},
+		"CAFileAndClient": {Issuer: "https://k8s.example", Audience: audience, Subjects: []string{subject},
+			CAFile: "/nonexistent/ca.crt", HTTPClient: http.DefaultClient},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if _, err := opjwt.New(cfg); err == nil {

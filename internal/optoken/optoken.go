@@ -10,13 +10,12 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"os"
 	"strings"
 	"sync"
-	"syscall"
 	"unicode/utf8"
+
+	"github.com/terdut-server/terdut-server/internal/secretfile"
 )
 
 // MinLength is the shortest token accepted.
@@ -119,7 +118,7 @@ func (s *Source) Check(token string) bool {
 }
 
 func (s *Source) reload() error {
-	content, err := readLimited(s.path)
+	content, err := secretfile.Read(s.path, maxFileBytes)
 	if err != nil {
 		return err
 	}
@@ -136,24 +135,4 @@ func (s *Source) reload() error {
 	s.lastErr = ""
 	s.mu.Unlock()
 	return nil
-}
-
-// readLimited reads at most maxFileBytes+1 bytes of the file at path. It opens the file
-// without blocking and refuses anything but a regular file (after symbolic links, which a
-// mounted Secret's files are): opening a FIFO for reading would otherwise wait for a writer,
-// and every request that checks a token with it.
-func readLimited(path string) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("not a regular file (%s): give the path of a file", fi.Mode().Type())
-	}
-	return io.ReadAll(io.LimitReader(f, maxFileBytes+1))
 }

@@ -29,6 +29,9 @@ import (
 type Options struct {
 	TLS    bool   // serve https with a certificate of the issuer's own CA (see CAFile)
 	Bearer string // when set, discovery and JWKS answer 401 unless sent this Bearer token
+	// JWKSURI, when set, is the jwks_uri the discovery document names instead of the
+	// issuer's own (serve the keys there with JWKSHandler).
+	JWKSURI string
 }
 
 // Issuer is a running service-account token issuer. Its methods are safe for concurrent use.
@@ -132,14 +135,22 @@ func (is *Issuer) authorized(h http.HandlerFunc) http.HandlerFunc {
 }
 
 func (is *Issuer) handleDiscovery(w http.ResponseWriter, _ *http.Request) {
+	jwksURI := is.URL() + "/openid/v1/jwks"
+	if is.opts.JWKSURI != "" {
+		jwksURI = is.opts.JWKSURI
+	}
 	writeJSON(w, map[string]any{
 		"issuer":                                is.URL(),
-		"jwks_uri":                              is.URL() + "/openid/v1/jwks",
+		"jwks_uri":                              jwksURI,
 		"response_types_supported":              []string{"id_token"},
 		"subject_types_supported":               []string{"public"},
 		"id_token_signing_alg_values_supported": []string{"RS256", "ES256"},
 	})
 }
+
+// JWKSHandler serves the issuer's keys, without asking for a Bearer token, for a server
+// that Options.JWKSURI names.
+func (is *Issuer) JWKSHandler() http.HandlerFunc { return is.handleJWKS }
 
 func (is *Issuer) handleJWKS(w http.ResponseWriter, _ *http.Request) {
 	is.jwksFetches.Add(1)

@@ -44,14 +44,10 @@ func (s *Store) CreateAPIKey(ctx context.Context, userID int64, name string) (AP
 	var secret string
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var err error
-		k, secret, err = createAPIKey(ctx, tx, userID, name)
+		k, secret, err = insertAPIKey(ctx, tx, userID, name, nil)
 		return err
 	})
 	return k, secret, err
-}
-
-func createAPIKey(ctx context.Context, tx pgx.Tx, userID int64, name string) (APIKey, string, error) {
-	return insertAPIKey(ctx, tx, userID, name, nil)
 }
 
 // insertAPIKey issues a key that expires at expires (nil: never).

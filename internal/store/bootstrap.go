@@ -111,7 +111,7 @@ func (s *Store) Claim(ctx context.Context, who AuditInfo) (ClaimResult, error) {
 		if _, err := revokeUserKeys(ctx, tx, res.Principal.ID); err != nil {
 			return err
 		}
-		if res.Key, res.Secret, err = createAPIKey(ctx, tx, res.Principal.ID, PrincipalKeyName); err != nil {
+		if res.Key, res.Secret, err = insertAPIKey(ctx, tx, res.Principal.ID, PrincipalKeyName, nil); err != nil {
 			return err
 		}
 		res.Generation = b.Generation + 1

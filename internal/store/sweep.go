@@ -18,12 +18,16 @@ type SweepResult struct {
 	Sessions   int64 // revoked or expired
 	APIKeys    int64 // revoked, or expired for longer than ExpiredKeyRetention
 	OIDCLogins int64 // sign-ins never finished, past their expiry
+	// LoginAttempts are the password-guessing counts of usernames nobody tried within the
+	// window given to Sweep: every check they hold is older than the window.
+	LoginAttempts int64
 }
 
 // Sweep deletes the rows that can never be used again: revoked and expired sessions, revoked
-// keys and keys long expired, and sign-ins that were never finished. Replicas may sweep at the
+// keys and keys long expired, sign-ins that were never finished, and the guessing counts of
+// usernames nobody tried within loginWindow (the window of the password sign-in limit). Replicas may sweep at the
 // same time: each skips the rows another is deleting, so none waits and none fails.
-func (s *Store) Sweep(ctx context.Context) (SweepResult, error) {
+func (s *Store) Sweep(ctx context.Context, loginWindow time.Duration) (SweepResult, error) {
 	var res SweepResult
 	var err error
 	if res.Sessions, err = s.sweep(ctx, `DELETE FROM sessions WHERE id IN (
@@ -40,6 +44,11 @@ func (s *Store) Sweep(ctx context.Context) (SweepResult, error) {
 		SELECT state_hash FROM oidc_logins WHERE expires_at <= now()
 		LIMIT $1 FOR UPDATE SKIP LOCKED)`); err != nil {
 		return res, wrap(err, "sweep sign-ins")
+	}
+	if res.LoginAttempts, err = s.sweep(ctx, `DELETE FROM login_attempts WHERE key IN (
+		SELECT key FROM login_attempts WHERE touched_at < now() - $2::interval
+		LIMIT $1 FOR UPDATE SKIP LOCKED)`, loginWindow); err != nil {
+		return res, wrap(err, "sweep sign-in attempts")
 	}
 	return res, nil
 }

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -51,8 +52,22 @@ func TestSweep(t *testing.T) {
 	mustExec(t, st, `UPDATE oidc_logins SET expires_at = now() - interval '1 second'
 		WHERE state_hash IN (SELECT state_hash FROM oidc_logins LIMIT 2)`)
 
-	res, err := st.Sweep(ctx)
-	if want := (store.SweepResult{Sessions: 5, APIKeys: 2, OIDCLogins: 2}); err != nil || res != want {
+	const loginWindow = 15 * time.Minute
+	for _, name := range []string{"mallory", "bob", "carol"} {
+		if _, _, _, err := st.UserForSignIn(ctx, name, store.GateOff, store.RateLimit{Max: 10, Window: loginWindow}); !errors.Is(err, store.ErrNotFound) {
+			t.Fatal(err)
+		}
+	}
+	// Two usernames nobody tried within the window, one tried a minute before it ends.
+	mustExec(t, st, `UPDATE login_attempts SET touched_at = now() - $1::interval - interval '1 second',
+		attempts = ARRAY[now() - $1::interval - interval '1 second']
+		WHERE key IN (SELECT key FROM login_attempts ORDER BY key LIMIT 2)`, loginWindow)
+	mustExec(t, st, `UPDATE login_attempts SET touched_at = now() - $1::interval + interval '1 minute',
+		attempts = ARRAY[now() - $1::interval + interval '1 minute']
+		WHERE key = (SELECT key FROM login_attempts ORDER BY key DESC LIMIT 1)`, loginWindow)
+
+	res, err := st.Sweep(ctx, loginWindow)
+	if want := (store.SweepResult{Sessions: 5, APIKeys: 2, OIDCLogins: 2, LoginAttempts: 2}); err != nil || res != want {
 		t.Fatalf("got %+v, %v, want %+v", res, err, want)
 	}
 	if u, err := st.AuthenticateSession(ctx, live.Token); err != nil || u.ID != alice.ID {
@@ -71,7 +86,10 @@ func TestSweep(t *testing.T) {
 	if n := mustCount(t, st, `SELECT count(*) FROM oidc_logins`); n != 1 {
 		t.Errorf("sign-ins left: got %d, want 1", n)
 	}
-	if res, err := st.Sweep(ctx); err != nil || res != (store.SweepResult{}) {
+	if n := mustCount(t, st, `SELECT count(*) FROM login_attempts`); n != 1 {
+		t.Errorf("guessing counts left: got %d, want 1 (the username tried within the window)", n)
+	}
+	if res, err := st.Sweep(ctx, loginWindow); err != nil || res != (store.SweepResult{}) {
 		t.Errorf("a second sweep: got %+v, %v, want nothing swept", res, err)
 	}
 }
@@ -91,7 +109,7 @@ func TestSweep_Replicas(t *testing.T) {
 		results := make([]store.SweepResult, 2)
 		errs := make([]error, 2)
 		for i, st := range []*store.Store{a, b} {
-			wg.Go(func() { results[i], errs[i] = st.Sweep(ctx) })
+			wg.Go(func() { results[i], errs[i] = st.Sweep(ctx, 15*time.Minute) })
 		}
 		wg.Wait()
 		if errs[0] != nil || errs[1] != nil {

@@ -92,7 +92,7 @@ func TestAttempts(t *testing.T) {
 		if err := st.RehashPassword(ctx, alice.ID, "cheap", "dear"); err != nil {
 			t.Fatal(err)
 		}
-		if h, err := st.PasswordHash(ctx, alice.ID); err != nil || h != "dear" {
+		if _, h, _, err := st.UserForSignIn(ctx, alice.Username, store.GateOff, store.RateLimit{}); err != nil || h != "dear" {
 			t.Fatalf("got %q, %v, want dear", h, err)
 		}
 		if _, err := st.AuthenticateSession(ctx, sess.Token); err != nil {

@@ -151,26 +151,6 @@ func (s *Store) RehashPassword(ctx context.Context, id int64, oldHash, newHash s
 	return nil
 }
 
-// PasswordHash returns the user's password hash, or ErrNotFound when the user has none.
-func (s *Store) PasswordHash(ctx context.Context, id int64) (string, error) {
-	var hash *string
-	err := s.pool.QueryRow(ctx, `SELECT password_hash FROM users WHERE id = $1`, id).Scan(&hash)
-	if errors.Is(err, pgx.ErrNoRows) || err == nil && hash == nil {
-		return "", ErrNotFound
-	}
-	if err != nil {
-		return "", wrap(err, "get password")
-	}
-	return *hash, nil
-}
-
-// UserByUsername returns the user and password hash for a password sign-in.
-// The hash is empty when the user has none; ErrNotFound when no such user exists.
-func (s *Store) UserByUsername(ctx context.Context, username string) (User, string, error) {
-	u, hash, _, err := s.UserForSignIn(ctx, username, GateOff, RateLimit{})
-	return u, hash, err
-}
-
 // userForSignIn is the gate, the reservation of a check against the guessing limit (see
 // reserveAttempt) and the lookup, in one statement. One row whether or not the user exists
 // (an absent user scans as id 0); no reservation while the gate is closed or without a limit.
@@ -184,8 +164,9 @@ var userForSignIn = `
 		u.password_hash IS NOT NULL, coalesce(u.created_at, 'epoch'), u.password_hash
 	FROM g LEFT JOIN r ON true LEFT JOIN users u ON u.username = $5`
 
-// UserForSignIn is UserByUsername for a password check: the gate, the throttle on guessing
-// and the lookup in one round trip, the same whether or not the user exists. With the gate on
+// UserForSignIn returns the user and password hash for a password check (the hash is empty
+// when the user has none; ErrNotFound when no such user exists): the gate, the throttle on
+// guessing and the lookup in one round trip, the same whether or not the user exists. With the gate on
 // it returns ErrBootstrapPending while the install is unclaimed. With a limit it reserves the
 // check first, under a lock on the username that every replica shares: past limit.Max checks
 // reserved for the username within limit.Window it returns *RateLimitedError, however many

@@ -59,11 +59,8 @@ func TestUsers_Get(t *testing.T) {
 		if _, err := st.User(ctx, 424242); !errors.Is(err, store.ErrNotFound) {
 			t.Fatalf("User: got %v, want %v", err, store.ErrNotFound)
 		}
-		if _, _, err := st.UserByUsername(ctx, "nobody"); !errors.Is(err, store.ErrNotFound) {
-			t.Fatalf("UserByUsername: got %v, want %v", err, store.ErrNotFound)
-		}
-		if _, err := st.PasswordHash(ctx, 424242); !errors.Is(err, store.ErrNotFound) {
-			t.Fatalf("PasswordHash of an unknown user: got %v, want %v", err, store.ErrNotFound)
+		if _, _, _, err := st.UserForSignIn(ctx, "nobody", store.GateOff, store.RateLimit{}); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("UserForSignIn: got %v, want %v", err, store.ErrNotFound)
 		}
 	})
 
@@ -108,12 +105,9 @@ func TestUsers_Password(t *testing.T) {
 	u := mustUser(t, st, "alice", store.RoleMember)
 
 	t.Run("NoPassword", func(t *testing.T) {
-		if _, err := st.PasswordHash(ctx, u.ID); !errors.Is(err, store.ErrNotFound) {
-			t.Fatalf("PasswordHash: got %v, want %v", err, store.ErrNotFound)
-		}
-		_, hash, err := st.UserByUsername(ctx, "alice")
-		if err != nil || hash != "" {
-			t.Fatalf("UserByUsername: got hash %q, %v, want empty, nil", hash, err)
+		got, hash, _, err := st.UserForSignIn(ctx, "alice", store.GateOff, store.RateLimit{})
+		if err != nil || hash != "" || got.HasPassword {
+			t.Fatalf("UserForSignIn: got %+v hash %q, %v, want no password, nil", got, hash, err)
 		}
 	})
 
@@ -129,12 +123,9 @@ func TestUsers_Password(t *testing.T) {
 		if err := st.SetPasswordHash(ctx, u.ID, "new-hash", keep.Token); err != nil {
 			t.Fatal(err)
 		}
-		if got, err := st.PasswordHash(ctx, u.ID); err != nil || got != "new-hash" {
-			t.Fatalf("PasswordHash: got %q, %v, want new-hash, nil", got, err)
-		}
-		got, hash, err := st.UserByUsername(ctx, "alice")
+		got, hash, _, err := st.UserForSignIn(ctx, "alice", store.GateOff, store.RateLimit{})
 		if err != nil || hash != "new-hash" || !got.HasPassword {
-			t.Fatalf("UserByUsername: got %+v %q, %v, want HasPassword and new-hash", got, hash, err)
+			t.Fatalf("UserForSignIn: got %+v %q, %v, want HasPassword and new-hash", got, hash, err)
 		}
 		if _, err := st.AuthenticateSession(ctx, keep.Token); err != nil {
 			t.Fatalf("the session that changed the password: got %v, want nil", err)
