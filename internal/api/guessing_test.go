@@ -87,6 +87,33 @@ func TestLogin_ConcurrentGuesses(t *testing.T) {
 		wantStatus(t, login(t, replicas[0], "released", "wrong", nil), http.StatusUnauthorized)
 		wantStatus(t, login(t, replicas[1], "released", p.Password, nil), http.StatusTooManyRequests)
 	})
+
+	// A right password whose session cannot be written (the database failed the write) gives its
+	// check back too: failures of the server's own never lock a person out.
+	t.Run("ReleasedWhenTheSessionWriteFails", func(t *testing.T) {
+		p := apitest.MustPerson(t, replicas[0].Store, "unlucky", store.RoleMember)
+		exec := func(sql string) {
+			t.Helper()
+			if _, err := replicas[0].Store.Pool().Exec(t.Context(), sql); err != nil {
+				t.Fatal(err)
+			}
+		}
+		exec(fmt.Sprintf(`CREATE FUNCTION fail_session() RETURNS trigger LANGUAGE plpgsql AS $$
+			BEGIN RAISE EXCEPTION 'injected failure'; END $$;
+			CREATE TRIGGER fail_session BEFORE INSERT ON sessions FOR EACH ROW
+			WHEN (NEW.user_id = %d) EXECUTE FUNCTION fail_session()`, p.User.ID))
+		for i := range 2 * limit {
+			resp := login(t, replicas[i%2], "unlucky", p.Password, nil)
+			wantStatus(t, resp, http.StatusInternalServerError)
+			if strings.Contains(string(resp.Body), "injected") {
+				t.Fatalf("the database's error reached the body: %s", resp.Body)
+			}
+		}
+		exec(`DROP TRIGGER fail_session ON sessions; DROP FUNCTION fail_session()`)
+		for i := range 2 {
+			wantStatus(t, login(t, replicas[i], "unlucky", p.Password, nil), http.StatusOK)
+		}
+	})
 }
 
 // TestLogin_RacingPasswordReset: sign-ins with the old password that race an admin's reset of

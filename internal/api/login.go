@@ -107,6 +107,9 @@ func (s *server) handleLogin() http.Handler {
 			fail(errBadCredentials)
 			return
 		case err != nil:
+			// The password was right, so its check is no guess: give it back if the database
+			// lets us (a failover may not), lest failed writes lock the person out.
+			s.releaseUnchecked(r.Context(), attempt)
 			fail(err)
 			return
 		}
@@ -123,8 +126,8 @@ func (s *server) handleLogin() http.Handler {
 	})
 }
 
-// releaseUnchecked gives back an attempt whose password was never checked, even if the client
-// has gone: it was no guess.
+// releaseUnchecked gives back an attempt that was no guess (its password was never checked, or
+// was right but no session could be written), even if the client has gone.
 func (s *server) releaseUnchecked(ctx context.Context, a store.Attempt) {
 	if err := s.store.ReleaseAttempt(context.WithoutCancel(ctx), a); err != nil {
 		s.log.WarnContext(ctx, "release an unchecked sign-in attempt", "err", err)

@@ -15,13 +15,13 @@ type RateLimit struct {
 	Window time.Duration
 }
 
-// RateLimitedError is returned when a reset would exceed its RateLimit.
+// RateLimitedError is returned when a reset or a password check would exceed its RateLimit.
 type RateLimitedError struct {
 	RetryAfter time.Duration
 }
 
 func (e *RateLimitedError) Error() string {
-	return fmt.Sprintf("too many resets; retry in %s", e.RetryAfter.Round(time.Second))
+	return fmt.Sprintf("rate limited; retry in %s", e.RetryAfter.Round(time.Second))
 }
 
 // ResetResult is what a reset did.

@@ -57,7 +57,10 @@ func (s *Store) CreateSession(ctx context.Context, userID int64, ttl time.Durati
 
 // CreatePasswordSession is CreateSession for a password sign-in: it signs the user in only if
 // their password hash is still checkedHash, the one the password was checked against, and
-// releases the attempt the check reserved (see UserForSignIn), all in one statement. The user's
+// releases the attempt the check reserved (see UserForSignIn), all in one statement. The
+// attempt is released whenever the hash is still the checked one, also when the gate closed
+// during the check: a right password that met a reset is no guess, and counting it would lock
+// the person out once the install is claimed again. The user's
 // row is read under a share lock, so a password change either commits first (this sees the new
 // hash and returns ErrNotFound) or waits for this statement, and then revokes the session it
 // created. It returns ErrBootstrapPending like CreateSession, and ErrNotFound when the user is
@@ -76,7 +79,7 @@ func (s *Store) CreatePasswordSession(ctx context.Context, userID int64, checked
 			RETURNING expires_at
 		),
 		released AS (`+fmt.Sprintf(releaseAttempt, "$6", "$7")+`
-			AND EXISTS (SELECT 1 FROM ins))
+			AND EXISTS (SELECT 1 FROM u))
 		SELECT gate.open, ins.expires_at FROM gate LEFT JOIN ins ON true`,
 		userID, hashToken(sess.Token), ttl, bool(gate), checkedHash, a.key, a.at).Scan(&open, &expires)
 	switch {

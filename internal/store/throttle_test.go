@@ -76,6 +76,42 @@ func TestAttempts(t *testing.T) {
 		}
 	})
 
+	t.Run("ReleasedWhenTheGateClosesDuringTheCheck", func(t *testing.T) {
+		st := mustStore(t)
+		mustClaim(t, st)
+		alice := mustUser(t, st, "alice", store.RoleMember)
+		if err := st.SetPasswordHash(ctx, alice.ID, "hash-1", ""); err != nil {
+			t.Fatal(err)
+		}
+		setState := func(state string) { mustExec(t, st, `UPDATE bootstrap_state SET state = $1`, state) }
+		// Each round: a right password checked while the operator resets the claim. The
+		// sign-in is refused, and its check is given back, however many rounds there are.
+		for round := range 2 * limit.Max {
+			_, hash, a, err := st.UserForSignIn(ctx, "alice", store.GateOn, limit)
+			if err != nil {
+				t.Fatalf("round %d: got %v, want a check", round, err)
+			}
+			setState("pending")
+			if _, err := st.CreatePasswordSession(ctx, alice.ID, hash, a, time.Hour, store.GateOn); !errors.Is(err, store.ErrBootstrapPending) {
+				t.Fatalf("round %d, reset during the check: got %v, want %v", round, err, store.ErrBootstrapPending)
+			}
+			setState("complete")
+		}
+		if n := mustCount(t, st, `SELECT count(*) FROM sessions`); n != 0 {
+			t.Fatalf("got %d sessions, want none while the install was pending", n)
+		}
+		// Nothing was left reserved: the whole limit is there for the next checks.
+		for range limit.Max {
+			if _, _, _, err := st.UserForSignIn(ctx, "alice", store.GateOn, limit); err != nil {
+				t.Fatalf("after the refused sign-ins: got %v, want a check", err)
+			}
+		}
+		var rl *store.RateLimitedError
+		if _, _, _, err := st.UserForSignIn(ctx, "alice", store.GateOn, limit); !errors.As(err, &rl) {
+			t.Fatalf("past the limit: got %v, want *RateLimitedError", err)
+		}
+	})
+
 	t.Run("Rehash", func(t *testing.T) {
 		st := mustStore(t)
 		alice := mustUser(t, st, "alice", store.RoleMember)
