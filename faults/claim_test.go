@@ -67,6 +67,21 @@ func waitForBlockedInsert(t *testing.T, url string) int {
 	return pid
 }
 
+// waitNotBlocked waits until the backend pid no longer waits for a lock: its statement was
+// cancelled, or its connection ended.
+func waitNotBlocked(t *testing.T, url string, pid int) {
+	t.Helper()
+	conn := connect(t, url)
+	waitFor(t, "the interrupted claim's statement to end", func() bool {
+		var blocked bool
+		if err := conn.QueryRow(context.Background(), `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+			WHERE pid = $1 AND wait_event_type = 'Lock')`, pid).Scan(&blocked); err != nil {
+			t.Fatal(err)
+		}
+		return !blocked
+	})
+}
+
 // assertNothingClaimed checks the install is pending with no principal and no key.
 func assertNothingClaimed(t *testing.T, url string) {
 	t.Helper()
@@ -116,6 +131,9 @@ func TestClaimInterrupted(t *testing.T) {
 			}()
 			pid := waitForBlockedInsert(t, cl.url())
 			interrupt(t, cl.url(), pid, cancel)
+			// The lock is held until the claim's statement has ended, so the interruption, not
+			// the order in which a busy machine runs things, decides the claim's fate.
+			waitNotBlocked(t, cl.url(), pid)
 			status := <-result
 			if status == http.StatusCreated {
 				t.Fatalf("the interrupted claim answered 201")
