@@ -121,13 +121,22 @@ func (s *server) trustedProxy(addr netip.Addr) bool {
 }
 
 // allowAddress applies the per-address sign-in rate to r; it returns the error to answer with,
-// or nil.
+// or nil. A refusal is answered after a pause (AddressRefusalPause, or until the address's next
+// sign-in is due, if sooner; less if the client goes): an address that floods gets at most one
+// answer a pause on each connection, so its refusals cannot take the replica's cores from the
+// sign-ins of everyone else. A pause costs a waiting goroutine, which the connection has anyway.
 func (s *server) allowAddress(r *http.Request, method string) error {
 	retry, ok := s.addresses.allow(s.clientAddr(r))
 	if ok {
 		return nil
 	}
 	s.metrics.signinRefused.WithLabelValues(method, "address_rate_limited").Inc()
+	pause := time.NewTimer(min(retry, s.opts.AddressRefusalPause))
+	defer pause.Stop()
+	select {
+	case <-pause.C:
+	case <-r.Context().Done():
+	}
 	e := *errAddressRateLimited
 	e.RetryAfter = retry
 	return &e

@@ -28,6 +28,7 @@ func TestLogin_AddressRate(t *testing.T) {
 	direct := apitest.NewServer(t, db, func(o *api.Options) { o.LoginRatePerAddress = 3 })
 	proxied := apitest.NewServer(t, db, func(o *api.Options) {
 		o.LoginRatePerAddress = 3
+		o.AddressRefusalPause = 10 * time.Millisecond // the pause is tested on direct
 		o.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("10.0.0.0/8")}
 	})
 	direct.MustClaim(t)
@@ -58,6 +59,42 @@ func TestLogin_AddressRate(t *testing.T) {
 		}
 	})
 
+	// A refusal is answered after a second's pause (the default), so a client flooding from one
+	// address gets about one answer a second on each connection, not thousands. (proxied and
+	// the OIDC start's server pause briefly, to keep the other cases short.)
+	t.Run("RefusalsArePaused", func(t *testing.T) {
+		paused := apitest.NewServer(t, db, func(o *api.Options) { o.LoginRatePerAddress = 3 })
+		for range 3 {
+			wantStatus(t, signIn(paused), http.StatusUnauthorized)
+		}
+		start := time.Now()
+		wantLimited(signIn(paused))
+		if took := time.Since(start); took < 900*time.Millisecond {
+			t.Fatalf("a refusal took %s, want about a second's pause", took)
+		}
+		const conns, window = 16, 2 * time.Second
+		var answered atomic.Int64
+		deadline := time.Now().Add(window)
+		var wg sync.WaitGroup
+		for c := range conns {
+			wg.Go(func() {
+				for n := 0; time.Now().Before(deadline); n++ {
+					resp, err := paused.Do(apitest.Request{Method: http.MethodPost, Path: "/api/auth/login",
+						Body: map[string]string{"username": fmt.Sprintf("flood-%d-%d", c, n), "password": "a-wrong-password"}})
+					if err != nil || resp.Status != http.StatusTooManyRequests {
+						t.Errorf("flood: got %d, %v, want 429", resp.Status, err)
+						return
+					}
+					answered.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		if n, most := answered.Load(), int64(conns*(window/time.Second+1)); n > most {
+			t.Fatalf("a flood from %d connections got %d answers in %s, want at most %d", conns, n, window, most)
+		}
+	})
+
 	t.Run("TrustedProxy", func(t *testing.T) {
 		for range 3 {
 			wantStatus(t, signIn(proxied, "198.51.100.1"), http.StatusUnauthorized)
@@ -77,7 +114,9 @@ func TestLogin_AddressRate(t *testing.T) {
 
 	t.Run("OIDCStart", func(t *testing.T) {
 		p := oidctest.NewProvider(t)
-		srv := apitest.NewServer(t, db, func(o *api.Options) { o.LoginRatePerAddress = 2; o.OIDC = apitest.OIDC(p) })
+		srv := apitest.NewServer(t, db, func(o *api.Options) {
+			o.LoginRatePerAddress, o.AddressRefusalPause, o.OIDC = 2, 10*time.Millisecond, apitest.OIDC(p)
+		})
 		before := count(t, srv, `SELECT count(*) FROM oidc_logins`)
 		for range 2 {
 			wantStatus(t, srv.MustDo(t, apitest.Request{Method: http.MethodGet, Path: "/auth/oidc/login"}), http.StatusFound)

@@ -84,6 +84,9 @@ type Options struct {
 	TrustedProxies      []netip.Prefix // peers whose X-Forwarded-For names the client; none: it is ignored
 	PasswordChecks      int            // password checks at once; 0: GOMAXPROCS
 	PasswordCheckWait   time.Duration  // how long a check waits for a free slot; 0: 1s
+	// AddressRefusalPause is how long a sign-in over its address's rate waits for its 429;
+	// 0: a second (see allowAddress).
+	AddressRefusalPause time.Duration
 }
 
 type server struct {
@@ -136,6 +139,9 @@ func NewServer(st Store, opts Options) http.Handler {
 	}
 	if s.opts.PasswordCheckWait <= 0 {
 		s.opts.PasswordCheckWait = time.Second
+	}
+	if s.opts.AddressRefusalPause <= 0 {
+		s.opts.AddressRefusalPause = time.Second
 	}
 	s.checks = newCheckSlots(s.opts.PasswordChecks, s.opts.PasswordCheckWait, s.opts.Registry)
 	if opts.OIDC != nil && opts.OIDC.Issuer != "" {
