@@ -136,6 +136,10 @@ func (e *env) wrkMe(ctx context.Context, p *process, clients int, d time.Duratio
 		return result{}, fmt.Errorf("wrk GET %s/api/me: %w\n%s", p.name, err, out)
 	}
 	r.cpu = cpuTimes{self: pAfter - pBefore, server: after.server - before.server, client: wrkCPU}
+	if r.cpu.self < 0 || r.cpu.server < 0 {
+		return result{}, fmt.Errorf("wrk GET %s/api/me: CPU time went backwards (process %s, Postgres %s): the harness miscounted",
+			p.name, r.cpu.self, r.cpu.server)
+	}
 	return r, nil
 }
 
@@ -152,6 +156,10 @@ const pgbenchAttempts = 3
 func (e *env) pgbenchSelect(ctx context.Context, clients int) (result, error) {
 	args := []string{"-n", "-S", "-M", "prepared", "-c", strconv.Itoa(clients), "-j", "2", "-T", strconv.Itoa(e.roundSeconds())}
 	for attempt := 1; ; attempt++ {
+		backends, err := e.cpu.backends()
+		if err != nil {
+			return result{}, err
+		}
 		before, err := e.cpu.read()
 		if err != nil {
 			return result{}, err
@@ -159,6 +167,13 @@ func (e *env) pgbenchSelect(ctx context.Context, clients int) (result, error) {
 		out, client, err := e.runPgbench(ctx, args...)
 		if err != nil {
 			return result{}, fmt.Errorf("pgbench -S: %w\n%s", err, out)
+		}
+		// pgbench's backends end after it does: their exit is pgbench's cost, and the next
+		// round (another side's) starts once they are gone.
+		if settled, err := e.cpu.settle(backends, 5*time.Second); err != nil {
+			return result{}, err
+		} else if !settled {
+			e.cfg.progressf("pgbench -S: Postgres still had backends of its connections after 5s; measuring on")
 		}
 		after, err := e.cpu.read()
 		if err != nil {

@@ -35,7 +35,7 @@ type Config struct {
 	Round time.Duration
 	// Rounds is how many rounds each side of a comparison gets, interleaved (default 5).
 	Rounds int
-	// KeyRounds is the same for the API-key figures (default 7): their goals are within 5%,
+	// KeyRounds is the same for the API-key figures (default 9): their goals are within 5%,
 	// and the median of more rounds moves less with other work on the machine.
 	KeyRounds int
 	// NoWarmup skips the unmeasured round each side of a throughput comparison gets first
@@ -61,7 +61,7 @@ func (c Config) withDefaults() Config {
 		c.Rounds = 5
 	}
 	if c.KeyRounds <= 0 {
-		c.KeyRounds = 7
+		c.KeyRounds = 9
 	}
 	if c.Out == nil {
 		c.Out = io.Discard

@@ -45,27 +45,94 @@ func (m cpuMeter) read() (cpuTimes, error) {
 		return cpuTimes{}, fmt.Errorf("getrusage: %w", err)
 	}
 	t := cpuTimes{self: time.Duration(ru.Utime.Nano() + ru.Stime.Nano())}
+	// A backend reaped while /proc is being read would be counted twice (live, then among
+	// the reaped) or not at all, a whole connection's CPU time: the sum counts only if the
+	// postmaster's reaped children stayed the same from before the listing to after it.
+	for attempt := 1; ; attempt++ {
+		first, err := readStat(m.postmaster)
+		if err != nil {
+			return cpuTimes{}, fmt.Errorf("postmaster: %w", err)
+		}
+		live, err := m.liveBackends()
+		if err != nil {
+			return cpuTimes{}, err
+		}
+		last, err := readStat(m.postmaster)
+		if err != nil {
+			return cpuTimes{}, fmt.Errorf("postmaster: %w", err)
+		}
+		if first.cutime+first.cstime == last.cutime+last.cstime {
+			t.server = last.utime + last.stime + last.cutime + last.cstime + live
+			return t, nil
+		}
+		if attempt == 100 {
+			return cpuTimes{}, fmt.Errorf("backends kept exiting while their CPU time was read")
+		}
+	}
+}
+
+// liveBackends returns the CPU time used so far by the postmaster's live children.
+func (m cpuMeter) liveBackends() (time.Duration, error) {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
-		return cpuTimes{}, err
+		return 0, err
 	}
+	var sum time.Duration
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
-		st, err := readStat(pid)
+		if st, err := readStat(pid); err == nil && st.ppid == m.postmaster {
+			sum += st.utime + st.stime
+		} // else: gone since the listing
+	}
+	return sum, nil
+}
+
+// backends returns the pids of the postmaster's children now.
+func (m cpuMeter) backends() (map[int]bool, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	pids := map[int]bool{}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
-			continue // gone since the listing
+			continue
 		}
-		switch {
-		case pid == m.postmaster:
-			t.server += st.utime + st.stime + st.cutime + st.cstime
-		case st.ppid == m.postmaster:
-			t.server += st.utime + st.stime
+		if st, err := readStat(pid); err == nil && st.ppid == m.postmaster {
+			pids[pid] = true
 		}
 	}
-	return t, nil
+	return pids, nil
+}
+
+// settle waits, at most limit, until every child of the postmaster that is not in before has
+// exited and been reaped. The backends of closed connections take a moment to go; while they
+// go, their CPU time moves from the live backends' sum to the postmaster's reaped children's,
+// so a round measured then would be charged, or credited, with another's. It reports whether
+// the backends settled in time (an autovacuum worker may happen to outlive the wait).
+func (m cpuMeter) settle(before map[int]bool, limit time.Duration) (bool, error) {
+	for deadline := time.Now().Add(limit); ; time.Sleep(10 * time.Millisecond) {
+		now, err := m.backends()
+		if err != nil {
+			return false, err
+		}
+		extra := 0
+		for pid := range now {
+			if !before[pid] {
+				extra++
+			}
+		}
+		if extra == 0 {
+			return true, nil
+		}
+		if time.Now().After(deadline) {
+			return false, nil
+		}
+	}
 }
 
 // procStat is what read needs of /proc/<pid>/stat.
