@@ -26,10 +26,10 @@ type metrics struct {
 	// operatorIdentityRefusals counts service-account tokens refused, by a reason of opjwt.
 	operatorIdentityRefusals *prometheus.CounterVec
 
-	// series caches the children of requests and durations by their labels, so that a
-	// request updates its two series without hashing its labels and looking them up.
-	mu     sync.RWMutex
-	series map[seriesKey]httpSeries
+	// series caches the children of requests and durations by their labels (seriesKey to
+	// httpSeries), so that a request updates its two series without hashing its labels and
+	// looking them up. Its keys are few and made once, what sync.Map reads without a lock.
+	series sync.Map
 }
 
 // seriesKey is the labels of a request's series; the status is formatted only when the
@@ -63,7 +63,6 @@ func newMetrics(reg prometheus.Registerer, st Store) *metrics {
 			Help: "Requests to operator endpoints with a missing or wrong operator token."}),
 		operatorIdentityRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "terdut_operator_identity_refusals_total",
 			Help: "Operator service-account tokens refused, by reason."}, []string{"reason"}),
-		series: make(map[seriesKey]httpSeries),
 	}
 	state := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "terdut_bootstrap_pending",
 		Help: "1 while the install is unclaimed, 0 once claimed, -1 when the database cannot be read."},
@@ -109,21 +108,12 @@ func (m *metrics) instrument(next http.Handler) http.Handler {
 // httpSeries returns the series of requests with these labels, making them the first time.
 // Their number is bounded as the labels are: route patterns, fixed methods, statuses.
 func (m *metrics) httpSeries(k seriesKey) httpSeries {
-	m.mu.RLock()
-	hs, ok := m.series[k]
-	m.mu.RUnlock()
-	if ok {
-		return hs
+	if hs, ok := m.series.Load(k); ok {
+		return hs.(httpSeries)
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if hs, ok := m.series[k]; ok {
-		return hs
-	}
-	hs = httpSeries{requests: m.requests.WithLabelValues(k.route, k.method, strconv.Itoa(k.status)),
-		duration: m.durations.WithLabelValues(k.route, k.method)}
-	m.series[k] = hs
-	return hs
+	hs, _ := m.series.LoadOrStore(k, httpSeries{requests: m.requests.WithLabelValues(k.route, k.method, strconv.Itoa(k.status)),
+		duration: m.durations.WithLabelValues(k.route, k.method)})
+	return hs.(httpSeries)
 }
 
 type statusWriter struct {
