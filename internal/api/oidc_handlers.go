@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"errors"
+	"maps"
 	"net/http"
 	"regexp"
 	"slices"
@@ -256,6 +257,9 @@ func verified(v any) bool {
 	return false
 }
 
+// stringsClaim reads a groups claim: an array of strings (items of other types are skipped), a
+// single string, or an object whose keys are the groups, as Zitadel sends a project's roles
+// (urn:zitadel:iam:org:project:roles: {"admin": {"<org id>": "<org domain>"}}).
 func stringsClaim(v any) []string {
 	switch v := v.(type) {
 	case string:
@@ -268,6 +272,8 @@ func stringsClaim(v any) []string {
 			}
 		}
 		return out
+	case map[string]any:
+		return slices.Sorted(maps.Keys(v))
 	}
 	return nil
 }

@@ -398,6 +398,16 @@ func TestOIDC_ClaimMapping(t *testing.T) {
 			o.GroupsClaim, o.AllowedGroups, o.AdminGroups = "role", []string{"sre", "dev"}, []string{"sre"}
 		}, oidctest.User{PreferredUsername: "solo", ExtraClaims: map[string]any{"role": "sre"}},
 			want{"solo", "", store.RoleAdmin}},
+		{"ObjectGroups", func(o *api.OIDCOptions) {
+			o.GroupsClaim, o.AllowedGroups, o.AdminGroups = "urn:zitadel:iam:org:project:roles", []string{"oncall", "admin"}, []string{"admin"}
+		}, oidctest.User{PreferredUsername: "zita", ExtraClaims: map[string]any{"urn:zitadel:iam:org:project:roles": map[string]any{
+			"admin": map[string]any{"291633": "acme.zitadel.test"}, "oncall": map[string]any{"291633": "acme.zitadel.test"}}}},
+			want{"zita", "", store.RoleAdmin}},
+		{"ObjectGroupsMember", func(o *api.OIDCOptions) {
+			o.GroupsClaim, o.AllowedGroups, o.AdminGroups = "urn:zitadel:iam:org:project:roles", []string{"oncall", "admin"}, []string{"admin"}
+		}, oidctest.User{PreferredUsername: "zeno", ExtraClaims: map[string]any{"urn:zitadel:iam:org:project:roles": map[string]any{
+			"oncall": map[string]any{"291633": "acme.zitadel.test"}}}},
+			want{"zeno", "", store.RoleMember}},
 		{"DottedClaimName", func(o *api.OIDCOptions) {
 			o.GroupsClaim, o.AdminGroups = "https://terdut.example/groups", []string{"admins"}
 		}, oidctest.User{PreferredUsername: "auth0", ExtraClaims: map[string]any{"https://terdut.example/groups": []string{"admins"}}},
@@ -428,11 +438,13 @@ func TestOIDC_ClaimMapping(t *testing.T) {
 			o.OIDC.GroupsClaim, o.OIDC.AllowedGroups = "realm_access.roles", []string{"terdut-user"}
 		})
 		srv.MustClaim(t)
-		// The group sits at another path, or the path leads to no list: not admitted.
+		// The group sits at another path, the path leads to no list, or to an object without it
+		// among its keys: not admitted.
 		for i, extra := range []map[string]any{
 			{"realm_access": map[string]any{"groups": []string{"terdut-user"}}},
 			{"realm_access": "terdut-user"},
 			{"roles": []string{"terdut-user"}},
+			{"realm_access": map[string]any{"roles": map[string]any{"viewer": true}}},
 		} {
 			sub := fmt.Sprintf("sub-outsider-%d", i)
 			p.AddUser(oidctest.User{Subject: sub, PreferredUsername: sub, ExtraClaims: extra})
