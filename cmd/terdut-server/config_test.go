@@ -208,6 +208,8 @@ func TestParseConfig_Invalid(t *testing.T) {
 			want: []string{"--operator-oidc-issuer is set but --operator-oidc-subjects is not"}},
 		{name: "ErrOperatorOIDCIssuer", args: []string{"--operator-oidc-issuer", "kubernetes.default.svc", "--operator-oidc-subjects", "s"}, env: db,
 			want: []string{`--operator-oidc-issuer "kubernetes.default.svc"`}},
+		{name: "ErrOperatorOIDCIssuerHTTP", args: []string{"--operator-oidc-issuer", "http://kubernetes.default.svc", "--operator-oidc-subjects", "s"}, env: db,
+			want: []string{`--operator-oidc-issuer "http://kubernetes.default.svc": use https`}},
 		{name: "ErrOperatorOIDCAudience", args: []string{"--operator-oidc-issuer", "https://k8s.example", "--operator-oidc-subjects", "s",
 			"--operator-oidc-audience", ""}, env: db, want: []string{"--operator-oidc-audience is empty"}},
 		{name: "ErrOperatorOIDCCAFileMissing", args: []string{"--operator-oidc-issuer", "https://k8s.example", "--operator-oidc-subjects", "s",

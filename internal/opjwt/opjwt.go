@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strings"
@@ -96,6 +97,29 @@ func refuse(reason, format string, args ...any) error {
 	return &RefusedError{Reason: reason, Detail: fmt.Sprintf(format, args...)}
 }
 
+// CheckIssuer says what is wrong with an issuer URL, or nil. It must be absolute, without
+// query or fragment, and https unless its host is a loopback address: whoever can answer the
+// discovery and JWKS requests chooses the keys that decide who owns the install, so they may
+// not travel in clear over a network.
+func CheckIssuer(issuer string) error {
+	u, err := url.Parse(issuer)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+		return fmt.Errorf("issuer %q: give the absolute URL (https://...) that the tokens name in iss, without query or fragment", issuer)
+	}
+	if u.Scheme == "http" && !isLoopback(u.Hostname()) {
+		return fmt.Errorf("issuer %q: use https; plain http is accepted only on a loopback address, since the issuer's keys decide who owns the install", issuer)
+	}
+	return nil
+}
+
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
+
 // Verifier checks operator tokens against one issuer. It is safe for concurrent use.
 type Verifier struct {
 	cfg  Config
@@ -105,9 +129,8 @@ type Verifier struct {
 // New returns a Verifier for cfg. It checks the configuration but does not contact the
 // issuer: the keys are fetched on the first token.
 func New(cfg Config) (*Verifier, error) {
-	u, err := url.Parse(cfg.Issuer)
-	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
-		return nil, fmt.Errorf("issuer %q: give the absolute URL (https://...) that the tokens name in iss, without query or fragment", cfg.Issuer)
+	if err := CheckIssuer(cfg.Issuer); err != nil {
+		return nil, err
 	}
 	if cfg.Audience == "" {
 		return nil, errors.New("no audience")

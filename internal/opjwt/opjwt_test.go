@@ -295,12 +295,14 @@ func TestVerify_TokenStaysOnTheIssuersOrigin(t *testing.T) {
 
 func TestNew_Errors(t *testing.T) {
 	for name, cfg := range map[string]opjwt.Config{
-		"NoIssuer":      {Audience: audience, Subjects: []string{subject}},
-		"RelativeURL":   {Issuer: "kubernetes.default.svc", Audience: audience, Subjects: []string{subject}},
-		"NoSubjects":    {Issuer: "https://k8s.example", Audience: audience},
-		"NoAudience":    {Issuer: "https://k8s.example", Subjects: []string{subject}},
-		"IssuerQueried": {Issuer: "https://k8s.example/?x=1", Audience: audience, Subjects: []string{subject}},
-		"CAFileMissing": {Issuer: "https://k8s.example", Audience: audience, Subjects: []string{subject}, CAFile: "/nonexistent/ca.crt"},
+		"NoIssuer":           {Audience: audience, Subjects: []string{subject}},
+		"RelativeURL":        {Issuer: "kubernetes.default.svc", Audience: audience, Subjects: []string{subject}},
+		"NoSubjects":         {Issuer: "https://k8s.example", Audience: audience},
+		"NoAudience":         {Issuer: "https://k8s.example", Subjects: []string{subject}},
+		"IssuerQueried":      {Issuer: "https://k8s.example/?x=1", Audience: audience, Subjects: []string{subject}},
+		"HTTPOverTheNetwork": {Issuer: "http://kubernetes.default.svc.cluster.local", Audience: audience, Subjects: []string{subject}},
+		"HTTPLookalikeHost":  {Issuer: "http://127.0.0.1.example", Audience: audience, Subjects: []string{subject}},
+		"CAFileMissing":      {Issuer: "https://k8s.example", Audience: audience, Subjects: []string{subject}, CAFile: "/nonexistent/ca.crt"},
 		"CAFileAndClient": {Issuer: "https://k8s.example", Audience: audience, Subjects: []string{subject},
 			CAFile: "/nonexistent/ca.crt", HTTPClient: http.DefaultClient},
 	} {
@@ -309,5 +311,26 @@ func TestNew_Errors(t *testing.T) {
 				t.Fatal("got nil error, want one")
 			}
 		})
+	}
+}
+
+// TestCheckIssuer: plain http only on a loopback address, whose keys cannot be changed on the
+// way by anyone on the network.
+func TestCheckIssuer(t *testing.T) {
+	for issuer, ok := range map[string]bool{
+		"https://kubernetes.default.svc.cluster.local": true,
+		"https://k8s.example/path":                     true,
+		"http://127.0.0.1:6443":                        true,
+		"http://localhost:6443":                        true,
+		"http://[::1]:6443":                            true,
+		"http://kubernetes.default.svc":                false,
+		"http://10.0.0.1":                              false,
+		"http://localhost.example":                     false,
+		"ftp://k8s.example":                            false,
+		"https://k8s.example#frag":                     false,
+	} {
+		if err := opjwt.CheckIssuer(issuer); (err == nil) != ok {
+			t.Errorf("CheckIssuer(%q): got %v, want accepted %v", issuer, err, ok)
+		}
 	}
 }
