@@ -35,8 +35,8 @@ type keySet struct {
 	mu        sync.Mutex // held across a fetch, so concurrent unknown keys cause one
 	jwksURL   string     // from the discovery document; "" until read, or after a failure
 	keys      []jose.JSONWebKey
-	fetched   bool      // the keys were read at least once
 	lastFetch time.Time // the last try, successful or not
+	lastErr   error     // of the last try: while it is recent, a key not held is the issuer's outage, not the token's fault
 }
 
 func newKeySet(cfg Config) *keySet { return &keySet{cfg: cfg} }
@@ -63,6 +63,7 @@ func (ks *keySet) lookup(ctx context.Context, kid string, alg jose.SignatureAlgo
 	}
 	ks.lastFetch = time.Now()
 	keys, err := ks.fetch(ctx, auth)
+	ks.lastErr = err
 	if err != nil {
 		ks.cfg.Logger.WarnContext(ctx, "cannot read the operator identity issuer's keys", "issuer", ks.cfg.Issuer, "err", err)
 		if len(found) > 0 {
@@ -70,7 +71,7 @@ func (ks *keySet) lookup(ctx context.Context, kid string, alg jose.SignatureAlgo
 		}
 		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
-	ks.keys, ks.fetched = keys, true
+	ks.keys = keys
 	ks.cfg.Logger.InfoContext(ctx, "read the operator identity issuer's keys", "issuer", ks.cfg.Issuer, "keys", len(keys))
 	if found := matching(ks.keys, kid, alg); len(found) > 0 {
 		return found, nil
@@ -87,8 +88,8 @@ func (ks *keySet) cached(kid string, alg jose.SignatureAlgorithm) (found []jose.
 		return found, false, nil
 	}
 	if time.Since(ks.lastFetch) < ks.cfg.MinRefresh {
-		if !ks.fetched {
-			return nil, false, fmt.Errorf("%w: the last try failed less than %s ago", ErrUnavailable, ks.cfg.MinRefresh)
+		if ks.lastErr != nil {
+			return nil, false, fmt.Errorf("%w: the last try failed less than %s ago: %v", ErrUnavailable, ks.cfg.MinRefresh, ks.lastErr)
 		}
 		return nil, false, refuse(ReasonUnknownKey, "the issuer has no key %q for %s", kid, alg)
 	}

@@ -334,3 +334,29 @@ func TestCheckIssuer(t *testing.T) {
 		}
 	}
 }
+
+// TestVerify_UnknownKeyWhileIssuerDown: after the issuer failed to answer, a token of a key the
+// server does not hold is the issuer's outage (ErrUnavailable: the operator retries), not the
+// token's fault (a refusal), until the next try.
+func TestVerify_UnknownKeyWhileIssuerDown(t *testing.T) {
+	is := satest.New(t, satest.Options{})
+	const minRefresh = 2 * time.Second
+	v := mustVerifier(t, is, func(c *opjwt.Config) { c.MinRefresh = minRefresh })
+	if _, err := v.Verify(t.Context(), is.Sign(t, operatorClaims())); err != nil {
+		t.Fatal(err)
+	}
+	is.SetBearer("the verifier does not have this") // discovery and JWKS now answer 401
+	is.RotateRSA(t)
+	time.Sleep(minRefresh + 100*time.Millisecond)
+	token := is.Sign(t, operatorClaims())
+	for i := range 2 { // the first tries the issuer; the second comes within MinRefresh of it
+		if _, err := v.Verify(t.Context(), token); !errors.Is(err, opjwt.ErrUnavailable) {
+			t.Fatalf("try %d, the issuer down: got %v, want ErrUnavailable", i+1, err)
+		}
+	}
+	is.SetBearer("")
+	time.Sleep(minRefresh + 100*time.Millisecond)
+	if _, err := v.Verify(t.Context(), token); err != nil {
+		t.Fatalf("the issuer back: got %v, want accepted", err)
+	}
+}
