@@ -39,6 +39,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if err != nil {
 		return err
 	}
+	if identity != nil {
+		go warmOperatorIdentity(ctx, identity, log)
+	}
 	if tokens == nil && identity == nil {
 		log.Warn("no operator token configured (--operator-token-file) and no operator identity (--operator-oidc-issuer): anyone who reaches POST /api/bootstrap at the public URL's host or a loopback address can claim this install, and the claim cannot be reset over the API")
 	}
@@ -117,6 +120,18 @@ func operatorIdentity(c OperatorOIDCConfig, log *slog.Logger) (*opjwt.Verifier, 
 	log.Info("the operator may prove itself with a service-account token", "issuer", c.Issuer,
 		"audience", c.Audience, "subjects", []string(c.Subjects))
 	return v, nil
+}
+
+// warmOperatorIdentity reads the operator identity issuer's keys at start, so that a wrong
+// issuer, CA file or token of the server's shows in the log now, not at the operator's first
+// claim. The server starts either way: tokens fetch the keys again when they need them.
+func warmOperatorIdentity(ctx context.Context, identity *opjwt.Verifier, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	if err := identity.Warm(ctx); err != nil {
+		log.Error("cannot read the operator identity issuer's keys: claims and resets with a service-account token answer 503 until they can be read; check --operator-oidc-issuer, --operator-oidc-ca-file and --operator-oidc-issuer-token-file",
+			"issuer", identity.Issuer(), "err", err)
+	}
 }
 
 // openMigrated opens the database and brings its schema up to this binary's version.

@@ -61,22 +61,40 @@ func (ks *keySet) lookup(ctx context.Context, kid string, alg jose.SignatureAlgo
 	if found, fetch, err = ks.cached(kid, alg); !fetch { // fetched meanwhile by another request
 		return found, err
 	}
-	ks.lastFetch = time.Now()
-	keys, err := ks.fetch(ctx, auth)
-	ks.lastErr = err
-	if err != nil {
+	if err := ks.refresh(ctx, auth); err != nil {
 		ks.cfg.Logger.WarnContext(ctx, "cannot read the operator identity issuer's keys", "issuer", ks.cfg.Issuer, "err", err)
 		if len(found) > 0 {
 			return found, nil
 		}
 		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
-	ks.keys = keys
-	ks.cfg.Logger.InfoContext(ctx, "read the operator identity issuer's keys", "issuer", ks.cfg.Issuer, "keys", len(keys))
 	if found := matching(ks.keys, kid, alg); len(found) > 0 {
 		return found, nil
 	}
 	return nil, refuse(ReasonUnknownKey, "the issuer has no key %q for %s", kid, alg)
+}
+
+// refresh fetches the JWKS and, when that works, holds its keys; its caller logs a failure.
+// ks.mu must be held.
+func (ks *keySet) refresh(ctx context.Context, auth bearer) error {
+	ks.lastFetch = time.Now()
+	keys, err := ks.fetch(ctx, auth)
+	ks.lastErr = err
+	if err != nil {
+		return err
+	}
+	ks.keys = keys
+	ks.cfg.Logger.InfoContext(ctx, "read the operator identity issuer's keys", "issuer", ks.cfg.Issuer, "keys", len(keys))
+	return nil
+}
+
+// warm fetches the keys ahead of the first token, so that a wrong issuer, CA or token file
+// can be reported at start rather than at the operator's first claim.
+func (ks *keySet) warm(ctx context.Context) error {
+	auth := ks.authToken()
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	return ks.refresh(ctx, auth)
 }
 
 // cached returns the held keys for kid and alg, and whether they must be fetched (with the

@@ -162,6 +162,10 @@ func New(cfg Config) (*Verifier, error) {
 // Issuer returns the issuer the Verifier trusts.
 func (v *Verifier) Issuer() string { return v.cfg.Issuer }
 
+// Warm reads the issuer's keys now, and says why it cannot. Tokens do not need it: they fetch
+// the keys when none is held.
+func (v *Verifier) Warm(ctx context.Context) error { return v.keys.warm(ctx) }
+
 // LooksLikeJWT reports whether token has the shape of a signed JWT (three parts separated
 // by dots), so that a caller can tell it from an opaque operator token without parsing it.
 func LooksLikeJWT(token string) bool { return strings.Count(token, ".") == 2 }
