@@ -68,7 +68,12 @@ func TestServe_OperatorIdentityWarm(t *testing.T) {
 		is := satest.New(t, satest.Options{})
 		srv := startServe(t, env{"TERDUT_DATABASE_URL": pgtest.MustEmptyDatabase(t), "TERDUT_OPERATOR_OIDC_ISSUER": is.URL(),
 			"TERDUT_OPERATOR_OIDC_SUBJECTS": subject})
-		waitUntil(t, "the keys read at start", func() bool { return is.JWKSFetches() == 1 })
+		waitUntil(t, "the keys read at start", func() bool {
+			return strings.Contains(srv.Stderr.String(), `"msg":"read the operator identity issuer's keys"`)
+		})
+		if n := is.JWKSFetches(); n != 1 {
+			t.Errorf("JWKS fetches: got %d, want 1", n)
+		}
 		if err := srv.stop(); err != nil {
 			t.Errorf("stop: got %v, want nil", err)
 		}

@@ -126,9 +126,7 @@ func operatorIdentity(c OperatorOIDCConfig, log *slog.Logger) (*opjwt.Verifier, 
 // issuer, CA file or token of the server's shows in the log now, not at the operator's first
 // claim. The server starts either way: tokens fetch the keys again when they need them.
 func warmOperatorIdentity(ctx context.Context, identity *opjwt.Verifier, log *slog.Logger) {
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	if err := identity.Warm(ctx); err != nil {
+	if err := identity.Warm(ctx); err != nil { // bounded by opjwt's fetch timeout
 		log.Error("cannot read the operator identity issuer's keys: claims and resets with a service-account token answer 503 until they can be read; check --operator-oidc-issuer, --operator-oidc-ca-file and --operator-oidc-issuer-token-file",
 			"issuer", identity.Issuer(), "err", err)
 	}

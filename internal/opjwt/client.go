@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"time"
 )
 
 // NewHTTPClient returns a client for the issuer's discovery document and JWKS. With caFile
@@ -26,7 +25,7 @@ func NewHTTPClient(caFile string) (*http.Client, error) {
 		}
 		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	}
-	return &http.Client{Transport: tr, Timeout: 10 * time.Second,
+	return &http.Client{Transport: tr, Timeout: fetchTimeout,
 		// The issuer's endpoints answer directly; a redirect could carry the Bearer token elsewhere.
 		CheckRedirect: func(*http.Request, []*http.Request) error {
 			return fmt.Errorf("the issuer answered with a redirect, which is not followed")

@@ -74,9 +74,16 @@ func (ks *keySet) lookup(ctx context.Context, kid string, alg jose.SignatureAlgo
 	return nil, refuse(ReasonUnknownKey, "the issuer has no key %q for %s", kid, alg)
 }
 
+// fetchTimeout bounds one read of the discovery document and the JWKS.
+const fetchTimeout = 10 * time.Second
+
 // refresh fetches the JWKS and, when that works, holds its keys; its caller logs a failure.
+// The fetch does not end with the request that caused it: its outcome is every request's
+// until the next try, so a client that hangs up must not make it an issuer's failure.
 // ks.mu must be held.
 func (ks *keySet) refresh(ctx context.Context, auth bearer) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fetchTimeout)
+	defer cancel()
 	ks.lastFetch = time.Now()
 	keys, err := ks.fetch(ctx, auth)
 	ks.lastErr = err
@@ -154,6 +161,9 @@ func (ks *keySet) fetch(ctx context.Context, auth bearer) ([]jose.JSONWebKey, er
 		u, err := url.Parse(doc.JWKSURI)
 		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 			return nil, fmt.Errorf("the discovery document's jwks_uri %q is not an absolute URL", truncate(doc.JWKSURI, 256))
+		}
+		if !secureOrLoopback(u) {
+			return nil, fmt.Errorf("the discovery document's jwks_uri %q is plain http to a host that is not a loopback address", truncate(doc.JWKSURI, 256))
 		}
 		ks.jwksURL = doc.JWKSURI
 	}

@@ -103,21 +103,23 @@ func refuse(reason, format string, args ...any) error {
 // not travel in clear over a network.
 func CheckIssuer(issuer string) error {
 	u, err := url.Parse(issuer)
-	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
-		return fmt.Errorf("issuer %q: give the absolute URL (https://...) that the tokens name in iss, without query or fragment", issuer)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return fmt.Errorf("issuer %q: give the absolute URL (https://...) that the tokens name in iss, without credentials, query or fragment", issuer)
 	}
-	if u.Scheme == "http" && !isLoopback(u.Hostname()) {
-		return fmt.Errorf("issuer %q: use https; plain http is accepted only on a loopback address, since the issuer's keys decide who owns the install", issuer)
+	if !secureOrLoopback(u) {
+		return fmt.Errorf("issuer %q: use https; plain http is accepted only on a loopback address (such as 127.0.0.1), since the issuer's keys decide who owns the install", issuer)
 	}
 	return nil
 }
 
-func isLoopback(host string) bool {
-	if strings.EqualFold(host, "localhost") {
+// secureOrLoopback reports whether keys read from u cannot be changed on the way: https, or
+// http to a literal loopback address (a name such as localhost is resolved, possibly by DNS).
+func secureOrLoopback(u *url.URL) bool {
+	if u.Scheme == "https" {
 		return true
 	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.IsLoopback()
+	ip, err := netip.ParseAddr(u.Hostname())
+	return u.Scheme == "http" && err == nil && ip.IsLoopback()
 }
 
 // Verifier checks operator tokens against one issuer. It is safe for concurrent use.
@@ -148,7 +150,7 @@ func New(cfg Config) (*Verifier, error) {
 		}
 		cfg.HTTPClient = hc
 	case cfg.HTTPClient == nil:
-		cfg.HTTPClient = &http.Client{Timeout: 10 * time.Second}
+		cfg.HTTPClient, _ = NewHTTPClient("") // no CA file: it cannot fail
 	}
 	if cfg.MinRefresh == 0 {
 		cfg.MinRefresh = 10 * time.Second

@@ -1,10 +1,12 @@
 package opjwt_test
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -321,7 +323,8 @@ func TestCheckIssuer(t *testing.T) {
 		"https://kubernetes.default.svc.cluster.local": true,
 		"https://k8s.example/path":                     true,
 		"http://127.0.0.1:6443":                        true,
-		"http://localhost:6443":                        true,
+		"http://localhost:6443":                        false, // a name, resolved by /etc/hosts or DNS
+		"http://user:pw@127.0.0.1:6443":                false,
 		"http://[::1]:6443":                            true,
 		"http://kubernetes.default.svc":                false,
 		"http://10.0.0.1":                              false,
@@ -358,5 +361,76 @@ func TestVerify_UnknownKeyWhileIssuerDown(t *testing.T) {
 	time.Sleep(minRefresh + 100*time.Millisecond)
 	if _, err := v.Verify(t.Context(), token); err != nil {
 		t.Fatalf("the issuer back: got %v, want accepted", err)
+	}
+}
+
+// TestVerify_KeysOnlyOverASafePath: the keys are not read over plain http from a host that is
+// not a loopback address, even when a loopback issuer's discovery document names one, nor
+// through a redirect, which the default client does not follow.
+func TestVerify_KeysOnlyOverASafePath(t *testing.T) {
+	t.Run("PlainHTTPJWKSElsewhere", func(t *testing.T) {
+		is := satest.New(t, satest.Options{JWKSURI: "http://192.0.2.1/openid/v1/jwks"}) // TEST-NET-1: nobody's
+		v := mustVerifier(t, is, nil)
+		_, err := v.Verify(t.Context(), is.Sign(t, operatorClaims()))
+		if !errors.Is(err, opjwt.ErrUnavailable) || !strings.Contains(err.Error(), "plain http") {
+			t.Fatalf("got %v, want ErrUnavailable saying the jwks_uri is plain http", err)
+		}
+	})
+
+	t.Run("Redirect", func(t *testing.T) {
+		is := satest.New(t, satest.Options{})
+		var redirector *httptest.Server
+		redirector = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/.well-known/openid-configuration" {
+				_ = json.NewEncoder(w).Encode(map[string]string{"issuer": redirector.URL, "jwks_uri": redirector.URL + "/keys"})
+				return
+			}
+			http.Redirect(w, r, is.URL()+"/openid/v1/jwks", http.StatusFound)
+		}))
+		t.Cleanup(redirector.Close)
+		claims := operatorClaims()
+		claims.Issuer = redirector.URL
+		v, err := opjwt.New(opjwt.Config{Issuer: redirector.URL, Audience: audience, Subjects: []string{subject}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = v.Verify(t.Context(), is.Sign(t, claims))
+		if !errors.Is(err, opjwt.ErrUnavailable) || !strings.Contains(err.Error(), "redirect") {
+			t.Fatalf("got %v, want ErrUnavailable saying the redirect is not followed", err)
+		}
+		if n := is.JWKSFetches(); n != 0 {
+			t.Fatalf("the keys were read %d times through the redirect, want 0", n)
+		}
+	})
+}
+
+// TestVerify_CallerLeavingDoesNotFailTheFetch: a fetch of the keys is every request's until
+// the next try, so the client whose token caused it hanging up must not turn it into an
+// issuer's failure that refuses everyone else for MinRefresh.
+func TestVerify_CallerLeavingDoesNotFailTheFetch(t *testing.T) {
+	arrived, release := make(chan struct{}), make(chan struct{})
+	var is *satest.Issuer
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(arrived)
+		<-release
+		is.JWKSHandler()(w, r)
+	}))
+	t.Cleanup(slow.Close)
+	is = satest.New(t, satest.Options{JWKSURI: slow.URL + "/keys"})
+	v := mustVerifier(t, is, func(c *opjwt.Config) { c.MinRefresh = time.Hour })
+	token := is.Sign(t, operatorClaims())
+
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { _, err := v.Verify(ctx, token); done <- err }()
+	<-arrived
+	cancel() // the client hangs up while the keys are being read
+	close(release)
+	<-done
+	if _, err := v.Verify(t.Context(), token); err != nil {
+		t.Fatalf("the next request: got %v, want accepted with the keys the first one read", err)
+	}
+	if n := is.JWKSFetches(); n != 1 {
+		t.Fatalf("JWKS fetches: got %d, want 1", n)
 	}
 }
