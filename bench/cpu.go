@@ -53,9 +53,13 @@ func (m cpuMeter) read() (cpuTimes, error) {
 		if err != nil {
 			return cpuTimes{}, fmt.Errorf("postmaster: %w", err)
 		}
-		live, err := m.liveBackends()
+		children, err := m.backends()
 		if err != nil {
 			return cpuTimes{}, err
+		}
+		var live time.Duration
+		for _, cpu := range children {
+			live += cpu
 		}
 		last, err := readStat(m.postmaster)
 		if err != nil {
@@ -71,42 +75,23 @@ func (m cpuMeter) read() (cpuTimes, error) {
 	}
 }
 
-// liveBackends returns the CPU time used so far by the postmaster's live children.
-func (m cpuMeter) liveBackends() (time.Duration, error) {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return 0, err
-	}
-	var sum time.Duration
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if st, err := readStat(pid); err == nil && st.ppid == m.postmaster {
-			sum += st.utime + st.stime
-		} // else: gone since the listing
-	}
-	return sum, nil
-}
-
-// backends returns the pids of the postmaster's children now.
-func (m cpuMeter) backends() (map[int]bool, error) {
+// backends returns the postmaster's live children, each with the CPU time it has used so far.
+func (m cpuMeter) backends() (map[int]time.Duration, error) {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil, err
 	}
-	pids := map[int]bool{}
+	children := map[int]time.Duration{}
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
 		if st, err := readStat(pid); err == nil && st.ppid == m.postmaster {
-			pids[pid] = true
-		}
+			children[pid] = st.utime + st.stime
+		} // else: gone since the listing, or not a backend
 	}
-	return pids, nil
+	return children, nil
 }
 
 // settle waits, at most limit, until every child of the postmaster that is not in before has
@@ -114,7 +99,7 @@ func (m cpuMeter) backends() (map[int]bool, error) {
 // go, their CPU time moves from the live backends' sum to the postmaster's reaped children's,
 // so a round measured then would be charged, or credited, with another's. It reports whether
 // the backends settled in time (an autovacuum worker may happen to outlive the wait).
-func (m cpuMeter) settle(before map[int]bool, limit time.Duration) (bool, error) {
+func (m cpuMeter) settle(before map[int]time.Duration, limit time.Duration) (bool, error) {
 	for deadline := time.Now().Add(limit); ; time.Sleep(10 * time.Millisecond) {
 		now, err := m.backends()
 		if err != nil {
@@ -122,7 +107,7 @@ func (m cpuMeter) settle(before map[int]bool, limit time.Duration) (bool, error)
 		}
 		extra := 0
 		for pid := range now {
-			if !before[pid] {
+			if _, ok := before[pid]; !ok {
 				extra++
 			}
 		}

@@ -97,17 +97,17 @@ func refuse(reason, format string, args ...any) error {
 	return &RefusedError{Reason: reason, Detail: fmt.Sprintf(format, args...)}
 }
 
-// CheckIssuer says what is wrong with an issuer URL, or nil. It must be absolute, without
+// CheckIssuer says what is wrong with an issuer URL, or nil; the caller names the URL. It must be absolute, without
 // query or fragment, and https unless its host is a loopback address: whoever can answer the
 // discovery and JWKS requests chooses the keys that decide who owns the install, so they may
 // not travel in clear over a network.
 func CheckIssuer(issuer string) error {
 	u, err := url.Parse(issuer)
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
-		return fmt.Errorf("issuer %q: give the absolute URL (https://...) that the tokens name in iss, without credentials, query or fragment", issuer)
+		return errors.New("give the absolute URL that the tokens name in iss (such as https://kubernetes.default.svc.cluster.local), without credentials, query or fragment")
 	}
 	if !secureOrLoopback(u) {
-		return fmt.Errorf("issuer %q: use https; plain http is accepted only on a loopback address (such as 127.0.0.1), since the issuer's keys decide who owns the install", issuer)
+		return errors.New("use https; plain http is accepted only on a loopback address (such as 127.0.0.1), since the issuer's keys decide who owns the install")
 	}
 	return nil
 }
@@ -132,7 +132,7 @@ type Verifier struct {
 // issuer: the keys are fetched on the first token.
 func New(cfg Config) (*Verifier, error) {
 	if err := CheckIssuer(cfg.Issuer); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("issuer %q: %w", cfg.Issuer, err)
 	}
 	if cfg.Audience == "" {
 		return nil, errors.New("no audience")
