@@ -205,3 +205,37 @@ func TestAPIKeys_LastUsedWrites(t *testing.T) {
 		mustExec(t, st, `TRUNCATE key_writes`)
 	}
 }
+
+// TestAPIKeys_AuthenticateReturnsTheUser: the API-key lookup has a statement of its own, the
+// hottest one; the user it returns is field for field the one User returns, for a person
+// with and without a password or an OIDC identity, an admin and the service principal.
+func TestAPIKeys_AuthenticateReturnsTheUser(t *testing.T) {
+	ctx := context.Background()
+	st := mustStore(t)
+	plain := mustUser(t, st, "plain", store.RoleMember)
+	withPassword := mustUser(t, st, "withpassword", store.RoleAdmin)
+	if err := st.SetPasswordHash(ctx, withPassword.ID, "$2a$04$notarealhashbutstoredasone", ""); err != nil {
+		t.Fatal(err)
+	}
+	sso := mustSSOUser(t, st, "sso-subject", store.RoleAdmin)
+	principal := mustClaim(t, st).Principal
+	for _, u := range []store.User{plain, withPassword, sso, principal} {
+		want, err := st.User(ctx, u.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, secret := mustKey(t, st, u.ID)
+		for range 2 { // never used, then used
+			got, err := st.AuthenticateAPIKey(ctx, secret)
+			if err != nil {
+				t.Fatalf("%s: %v", u.Username, err)
+			}
+			if got != want {
+				t.Fatalf("%s: AuthenticateAPIKey returned\n%+v\nUser returns\n%+v", u.Username, got, want)
+			}
+		}
+	}
+	if sso.OIDCIssuer == "" || sso.OIDCSubject == "" || plain.OIDCSubject != "" {
+		t.Fatalf("the SSO user has no identity (%q, %q), or the plain one has (%q)", sso.OIDCIssuer, sso.OIDCSubject, plain.OIDCSubject)
+	}
+}
