@@ -45,15 +45,16 @@ lint:
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o bin/terdut-server ./cmd/terdut-server
 
-# fuzz runs each go test -fuzz target briefly: the operator token file parser, and request
-# decoding, cookies and Bearer tokens through the real handler over a real store. Each
-# worker process starts its own Postgres, so the budget is a count of inputs, not seconds.
+# fuzz runs each go test -fuzz target briefly: the operator token file parser, request
+# decoding, cookies and Bearer tokens through the real handler over a real store, and the
+# hand-written answer of GET /api/me against encoding/json's. Each worker process starts
+# its own Postgres, so the budget is a count of inputs, not seconds.
 FUZZ_INPUTS ?= 3000x
 .PHONY: fuzz
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 20000x ./internal/optoken/
 	$(GO) test -run '^$$' -fuzz '^FuzzVerify$$' -fuzztime $(FUZZ_INPUTS) -parallel 1 ./internal/opjwt/
-	for target in FuzzDecodeRequest FuzzCookie FuzzBearer; do \
+	for target in FuzzDecodeRequest FuzzCookie FuzzBearer FuzzMeJSON; do \
 		$(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZ_INPUTS) -parallel 1 ./internal/api/; \
 	done
 

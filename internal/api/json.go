@@ -14,11 +14,25 @@ const maxBodyBytes = 64 << 10
 
 // writeJSON sets the content type before the status, then writes v.
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json; charset=utf-8")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
+	setJSONHeaders(w)
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
 }
+
+// setJSONHeaders sets the headers of every JSON answer. It does what Header.Set does
+// without its work on every answer: the keys are canonical already, and the values are
+// made once (a Header's values are replaced or appended to, never written in place, and
+// with their capacity at their length an append copies them).
+func setJSONHeaders(w http.ResponseWriter) {
+	h := w.Header()
+	h["Content-Type"] = jsonContentType
+	h["X-Content-Type-Options"] = noSniff
+}
+
+var (
+	jsonContentType = []string{"application/json; charset=utf-8"}
+	noSniff         = []string{"nosniff"}
+)
 
 // decodeJSON reads exactly one JSON object of type T from the body: size-limited, with
 // unknown fields and trailing data rejected, and an error that says what is wrong.

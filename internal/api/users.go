@@ -29,13 +29,9 @@ func toUserJSON(u store.User) userJSON {
 }
 
 func (s *server) handleMe() http.Handler {
-	type response struct {
-		User        userJSON `json:"user"`
-		HasPassword bool     `json:"has_password"`
-	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u := principalFrom(r.Context()).User
-		writeJSON(w, http.StatusOK, response{User: toUserJSON(u), HasPassword: u.HasPassword})
+		writeMe(w, toUserJSON(u), u.HasPassword)
 	})
 }
 
