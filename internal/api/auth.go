@@ -31,20 +31,6 @@ func principalFrom(ctx context.Context) principal {
 	return principal{}
 }
 
-// principalContext carries the principal of a request: one allocation per request, where
-// context.WithValue makes two (the context and the principal boxed in an interface).
-type principalContext struct {
-	context.Context
-	p principal
-}
-
-func (c *principalContext) Value(key any) any {
-	if key == principalKey {
-		return &c.p
-	}
-	return c.Context.Value(key)
-}
-
 // bearerToken returns the token of an "Authorization: Bearer" header, and whether one was sent.
 func bearerToken(r *http.Request) (string, bool) {
 	h := r.Header.Get("Authorization")
@@ -89,7 +75,7 @@ func (s *server) requireUser(next http.Handler) http.Handler {
 				return
 			}
 		}
-		next.ServeHTTP(w, r.WithContext(&principalContext{Context: r.Context(), p: p}))
+		next.ServeHTTP(w, withPrincipal(r, p))
 	})
 }
 

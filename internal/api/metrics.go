@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/terdut-server/terdut-server/internal/store"
@@ -83,26 +82,20 @@ func newMetrics(reg prometheus.Registerer, st Store) *metrics {
 	return m
 }
 
-// instrument counts and times every request under its chi route pattern.
-func (m *metrics) instrument(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
-		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
-		next.ServeHTTP(sw, r)
-		route := "unmatched"
-		if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
-			route = rc.RoutePattern()
-		}
-		method := r.Method
-		switch method {
-		case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodPatch, http.MethodOptions:
-		default:
-			method = "other"
-		}
-		hs := m.httpSeries(seriesKey{route: route, method: method, status: sw.status})
-		hs.requests.Inc()
-		hs.duration.Observe(time.Since(start).Seconds())
-	})
+// observe counts and times a request under its chi route pattern ("" when no route
+// matched).
+func (m *metrics) observe(route, method string, status int, start time.Time) {
+	if route == "" {
+		route = "unmatched"
+	}
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodPatch, http.MethodOptions:
+	default:
+		method = "other"
+	}
+	hs := m.httpSeries(seriesKey{route: route, method: method, status: status})
+	hs.requests.Inc()
+	hs.duration.Observe(time.Since(start).Seconds())
 }
 
 // httpSeries returns the series of requests with these labels, making them the first time.

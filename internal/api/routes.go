@@ -11,7 +11,7 @@ import (
 // routes is the one map of every endpoint, grouped by who may call it.
 func (s *server) routes() http.Handler {
 	r := chi.NewRouter()
-	r.Use(middleware.Recoverer, s.metrics.instrument)
+	r.Use(middleware.Recoverer)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, &apiError{Status: http.StatusNotFound, Code: "not_found", Message: "No such endpoint."})
 	})
@@ -57,5 +57,5 @@ func (s *server) routes() http.Handler {
 		r.With(s.requireAdmin).Method(http.MethodGet, "/api/users", s.handleUserList())
 		r.With(s.requireAdmin).Method(http.MethodPost, "/api/users", s.handleUserCreate())
 	})
-	return r
+	return newHandler(r, s.metrics)
 }
