@@ -5,8 +5,9 @@
 // defaults, as the server's store has them (pool size, cached prepared statements). It has no
 // router, no middleware, no metrics, no gate and never writes last_used_at.
 //
-// The http.Server has the server's timeouts and header limit: they are part of serving HTTP
-// correctly, not of terdut-server's own code, whose cost the floor shows.
+// The http.Server has the server's timeouts and header limit, and the process the server's
+// garbage collector target (internal/gogc): they are part of serving HTTP correctly and of
+// running a Go server, not of terdut-server's own code, whose cost the floor shows.
 //
 // Usage: floor --database-url postgres://... --listen 127.0.0.1:8081
 package main
@@ -27,6 +28,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/terdut-server/terdut-server/internal/gogc"
 )
 
 const meSQL = `SELECT u.id, u.username, u.email, u.role, u.kind, u.oidc_subject IS NOT NULL,
@@ -50,6 +53,7 @@ type me struct {
 }
 
 func main() {
+	gogc.Set(os.Getenv) // the server's collector target: the floor is measured like for like
 	dbURL := flag.String("database-url", "", "Postgres URL")
 	listen := flag.String("listen", "127.0.0.1:0", "address to listen on")
 	flag.Parse()

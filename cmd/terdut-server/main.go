@@ -15,9 +15,12 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/terdut-server/terdut-server/internal/gogc"
 )
 
 func main() {
+	gogc.Set(os.Getenv)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
