@@ -24,9 +24,10 @@ func newHandler(mux *chi.Mux, m *metrics) *handler {
 // requestContext is a request's context, made once for it: chi's routing state, the status
 // of the answer (for the metrics) and, once requireUser has authenticated the caller, the
 // principal. Before, chi.Mux made a copy of the request and a context for its routing
-// state, instrument a status writer, and requireUser a second copy and context for the
-// principal: a fifth of the API-key path's allocations and nearly a third of its bytes
-// (bench/README.md). chi.Mux finds its routing state here and makes none of its own.
+// state, instrument a status writer, and requireUser a second copy and a context for the
+// principal: five allocations and about 750 of the 3,500 bytes an API-key request made.
+// Now there are two, the copy of the request and this. chi.Mux finds its routing state
+// here and makes none of its own.
 type requestContext struct {
 	context.Context
 	routing *chi.Context // nil when made by requireUser outside a handler
