@@ -67,7 +67,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.routing.Put(routing)
 }
 
-// withPrincipal makes p the request's principal, in its requestContext.
+// withPrincipal makes p the request's principal, in its requestContext. It sets it in place:
+// code later in the request sees it, and so would a goroutine that an earlier middleware
+// started with the request's context (none does).
 func withPrincipal(r *http.Request, p principal) *http.Request {
 	c, ok := r.Context().Value(requestKey{}).(*requestContext)
 	if !ok {

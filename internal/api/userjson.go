@@ -19,18 +19,19 @@ var meBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b
 // writeMe writes GET /api/me's answer: what writeJSON(w, 200, meJSON{...}) writes.
 func writeMe(w http.ResponseWriter, u userJSON, hasPassword bool) {
 	bp := meBuffers.Get().(*[]byte)
+	defer meBuffers.Put(bp)
 	b, err := appendMe((*bp)[:0], u, hasPassword)
 	if err != nil {
-		// A time encoding/json cannot write either (a year outside 0–9999): let it answer.
+		// A time RFC 3339 cannot hold (a year outside 0–9999, an offset of 24 hours or
+		// more), which encoding/json refuses too: let it answer as it always has.
 		writeJSON(w, http.StatusOK, meJSON{User: u, HasPassword: hasPassword})
-	} else {
-		setJSONHeaders(w)
-		w.WriteHeader(http.StatusOK)
-		_, _ = w.Write(b)
+		return
 	}
+	setJSONHeaders(w)
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(b)
 	if cap(b) <= 4<<10 { // an outsized answer's buffer is left to the collector
 		*bp = b
-		meBuffers.Put(bp)
 	}
 }
 
@@ -56,7 +57,8 @@ func appendMe(b []byte, u userJSON, hasPassword bool) ([]byte, error) {
 	b = strconv.AppendBool(b, u.SSO)
 	b = append(b, `,"created_at":"`...)
 	// AppendText is what time.Time's MarshalJSON writes between its quotes: RFC 3339 with
-	// the nanoseconds it has, and an error for a year outside 0–9999.
+	// the nanoseconds it has, and an error for a year outside 0–9999 or an offset of 24
+	// hours or more.
 	b, err := u.CreatedAt.AppendText(b)
 	if err != nil {
 		return nil, err

@@ -102,10 +102,22 @@ func FuzzMeJSON(f *testing.F) {
 }
 
 // TestSetJSONHeaders_SharedValues: answers share their JSON header values, so one that
-// adds to its own headers must copy them, not write into what the others hold. Concurrent
-// answers adding at once show it under -race, as make test runs; after them the shared
-// values are unchanged.
+// adds to its own headers must copy them, not write into what the others hold: the shared
+// slices have no room to append into, an answer that adds gets values of its own, and
+// concurrent answers adding at once show no race under -race, as make test runs.
 func TestSetJSONHeaders_SharedValues(t *testing.T) {
+	for name, v := range map[string][]string{"jsonContentType": jsonContentType, "noSniff": noSniff} {
+		if cap(v) != len(v) {
+			t.Fatalf("%s has room for %d more values: an Add would write into every answer's", name, cap(v)-len(v))
+		}
+	}
+	one := httptest.NewRecorder()
+	setJSONHeaders(one)
+	one.Header().Add("Content-Type", "text/plain")
+	if got := one.Header()["Content-Type"]; &got[0] == &jsonContentType[0] {
+		t.Fatalf("after Add the answer's Content-Type values are still the shared ones")
+	}
+
 	var wg sync.WaitGroup
 	for i := range 8 {
 		wg.Go(func() {
