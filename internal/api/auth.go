@@ -14,19 +14,17 @@ import (
 // host over https, with Path=/ and no Domain, so no other site or subdomain can plant one.
 const sessionCookie = "terdut_session"
 
-type ctxKey int
-
-const principalKey ctxKey = iota
-
 // principal is who is calling and how they proved it.
 type principal struct {
 	User         store.User
 	SessionToken string // set when authenticated by cookie
 }
 
+// principalFrom returns the request's principal: the zero principal before requireUser
+// has set one.
 func principalFrom(ctx context.Context) principal {
-	if p, ok := ctx.Value(principalKey).(*principal); ok {
-		return *p
+	if c, ok := ctx.Value(requestKey{}).(*requestContext); ok {
+		return c.p
 	}
 	return principal{}
 }
@@ -75,7 +73,8 @@ func (s *server) requireUser(next http.Handler) http.Handler {
 				return
 			}
 		}
-		next.ServeHTTP(w, withPrincipal(r, p))
+		withPrincipal(r, p)
+		next.ServeHTTP(w, r)
 	})
 }
 

@@ -40,10 +40,10 @@ type operatorProof struct {
 	Pod     string
 }
 
-const operatorKey ctxKey = -1 // apart from auth.go's keys
+type operatorKey struct{}
 
 func operatorFrom(ctx context.Context) operatorProof {
-	p, _ := ctx.Value(operatorKey).(operatorProof)
+	p, _ := ctx.Value(operatorKey{}).(operatorProof)
 	return p
 }
 
@@ -122,7 +122,7 @@ func (s *server) requireOperator(open bool, next http.Handler) http.Handler {
 }
 
 func withOperator(r *http.Request, p operatorProof) *http.Request {
-	return r.WithContext(context.WithValue(r.Context(), operatorKey, p))
+	return r.WithContext(context.WithValue(r.Context(), operatorKey{}, p))
 }
 
 // jsonOrNoBody reports whether the request has no body, or a JSON one: a form or text/plain

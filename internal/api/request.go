@@ -30,10 +30,9 @@ func newHandler(mux *chi.Mux, m *metrics) *handler {
 // here and makes none of its own.
 type requestContext struct {
 	context.Context
-	routing *chi.Context // nil when made by requireUser outside a handler
+	routing *chi.Context
 	w       statusWriter
-	p       principal
-	hasP    bool
+	p       principal // the zero principal until requireUser sets it
 }
 
 type requestKey struct{}
@@ -41,13 +40,7 @@ type requestKey struct{}
 func (c *requestContext) Value(key any) any {
 	switch key {
 	case chi.RouteCtxKey:
-		if c.routing != nil {
-			return c.routing
-		}
-	case principalKey:
-		if c.hasP {
-			return &c.p
-		}
+		return c.routing
 	case requestKey{}:
 		return c
 	}
@@ -69,13 +62,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // withPrincipal makes p the request's principal, in its requestContext. It sets it in place:
 // code later in the request sees it, and so would a goroutine that an earlier middleware
-// started with the request's context (none does).
-func withPrincipal(r *http.Request, p principal) *http.Request {
-	c, ok := r.Context().Value(requestKey{}).(*requestContext)
-	if !ok {
-		c = &requestContext{Context: r.Context()}
-		r = r.WithContext(c)
-	}
-	c.p, c.hasP = p, true
-	return r
+// started with the request's context (none does). Every request has a requestContext, made
+// by the handler that routes(); requireUser cannot run without one.
+func withPrincipal(r *http.Request, p principal) {
+	r.Context().Value(requestKey{}).(*requestContext).p = p
 }

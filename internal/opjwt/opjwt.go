@@ -97,10 +97,10 @@ func refuse(reason, format string, args ...any) error {
 	return &RefusedError{Reason: reason, Detail: fmt.Sprintf(format, args...)}
 }
 
-// CheckIssuer says what is wrong with an issuer URL, or nil; the caller names the URL. It must be absolute, without
-// query or fragment, and https unless its host is a loopback address: whoever can answer the
-// discovery and JWKS requests chooses the keys that decide who owns the install, so they may
-// not travel in clear over a network.
+// CheckIssuer says what is wrong with an issuer URL, or nil; the caller names the URL. It
+// must be absolute, without credentials, query or fragment, and https unless its host is a
+// loopback address: whoever can answer the discovery and JWKS requests chooses the keys that
+// decide who owns the install, so they may not travel in clear over a network.
 func CheckIssuer(issuer string) error {
 	u, err := url.Parse(issuer)
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
