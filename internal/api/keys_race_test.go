@@ -1,7 +1,10 @@
 package api_test
 
 import (
+	"encoding/json"
+	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"testing"
 
@@ -27,19 +30,20 @@ func keyRaceOptions(o *api.Options) {
 // mintingRace is keyRaceMinters clients, each holding the keys it got from a leaked one and
 // minting another, for userID, with the newest it holds, on one replica then the other.
 type mintingRace struct {
-	stop  chan struct{}
-	wg    sync.WaitGroup
-	mu    sync.Mutex
-	held  []string // every key any minter got, the leaked one included
-	tries int      // mint requests answered
-	made  int      // of them, 201
+	stop    chan struct{}
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	held    []string       // every key any minter got, the leaked one included
+	tries   int            // mint requests answered
+	made    int            // of them, 201
+	refused map[string]int // the others, by status and code
 }
 
 // startMinting starts the minters, each with the leaked key, and returns once every one has
 // had a mint answered, so that the operator's requests race minting in full swing.
 func startMinting(t *testing.T, replicas []*apitest.Server, userID int64, leaked string) *mintingRace {
 	t.Helper()
-	m := &mintingRace{stop: make(chan struct{}), held: []string{leaked}}
+	m := &mintingRace{stop: make(chan struct{}), held: []string{leaked}, refused: map[string]int{}}
 	var started sync.WaitGroup
 	started.Add(keyRaceMinters)
 	for w := range keyRaceMinters {
@@ -62,12 +66,13 @@ func startMinting(t *testing.T, replicas []*apitest.Server, userID int64, leaked
 				}
 				m.mu.Lock()
 				m.tries++
-				if resp.Status == http.StatusCreated {
-					var k struct{ Key string }
-					resp.JSON(t, &k)
+				var k struct{ Key string }
+				if resp.Status == http.StatusCreated && json.Unmarshal(resp.Body, &k) == nil && k.Key != "" {
 					newest = k.Key
 					m.held = append(m.held, k.Key)
 					m.made++
+				} else {
+					m.refused[fmt.Sprintf("%d %s", resp.Status, resp.Code())]++
 				}
 				m.mu.Unlock()
 			}
@@ -77,10 +82,17 @@ func startMinting(t *testing.T, replicas []*apitest.Server, userID int64, leaked
 	return m
 }
 
-// finish stops the minters, waits for their requests in flight, and returns every key they held.
-func (m *mintingRace) finish() []string {
+// finish stops the minters, waits for their requests in flight, and returns every key they
+// held. It fails the test if a mint was refused otherwise than as allowed ("401 unauthorized").
+func (m *mintingRace) finish(t *testing.T, allowed ...string) []string {
+	t.Helper()
 	close(m.stop)
 	m.wg.Wait()
+	for refusal, n := range m.refused {
+		if !slices.Contains(allowed, refusal) {
+			t.Errorf("%d mints answered %s, want 201 or one of %v", n, refusal, allowed)
+		}
+	}
 	return m.held
 }
 
@@ -131,7 +143,7 @@ func TestKeys_LeakedPrincipalKeyRacesResetAndClaim(t *testing.T) {
 			} `json:"api_key"`
 		}
 		claim.JSON(t, &body)
-		held := m.finish()
+		held := m.finish(t, "403 keys_only_from_claim", "401 unauthorized")
 		minted, tries = minted+m.made, tries+m.tries
 
 		live := count(t, replicas[0], `SELECT count(*) FROM api_keys WHERE user_id = $1 AND revoked_at IS NULL
@@ -179,7 +191,7 @@ func TestKeys_DeprovisioningRacesMinting(t *testing.T) {
 			t.Fatal(err)
 		}
 		wantAPIError(t, resp, http.StatusForbidden, "group_not_allowed")
-		held := m.finish()
+		held := m.finish(t, "401 unauthorized")
 		minted, tries = minted+m.made, tries+m.tries
 
 		live := count(t, replicas[0], `SELECT count(*) FROM api_keys WHERE user_id = $1 AND revoked_at IS NULL
