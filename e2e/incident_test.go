@@ -18,6 +18,9 @@ type person struct {
 	browser *browser
 	user    user
 	apiKey  string
+	// password is the person's password, which a key made from a password session needs;
+	// "" for single sign-on people.
+	password string
 }
 
 // TestE2E_IncidentReplayed replays the incident that motivated the bootstrap contract: the
@@ -57,8 +60,8 @@ func TestE2E_IncidentReplayed(t *testing.T) {
 	if ada.user.Role != "admin" || people["bob"].user.Role != "member" {
 		t.Fatalf("roles: got ada %s and bob %s, want admin and member", ada.user.Role, people["bob"].user.Role)
 	}
-	dave := &person{name: "dave", browser: newBrowser(t)}
 	const davePassword = "dave-has-a-long-password"
+	dave := &person{name: "dave", browser: newBrowser(t), password: davePassword}
 	var created user
 	ada.browser.mustJSON(t, srv, request{method: http.MethodPost, target: "/api/users",
 		body: map[string]string{"username": "dave", "email": "dave@example.test"}}, http.StatusCreated, &created)
@@ -69,10 +72,10 @@ func TestE2E_IncidentReplayed(t *testing.T) {
 	dave.user = dave.browser.me(t, srv, "")
 	people["dave"] = dave
 	for _, p := range people {
-		p.apiKey = mustCreateKey(t, p.browser, srv, p.user.ID, "laptop")
+		p.apiKey = mustCreateKey(t, p.browser, srv, p.user.ID, "laptop", p.password)
 	}
 	bob := people["bob"]
-	mustCreateKey(t, ada.browser, srv, bob.user.ID, "ci")
+	mustCreateKey(t, ada.browser, srv, bob.user.ID, "ci", "")
 	var old struct{ ID int64 }
 	bob.browser.mustJSON(t, srv, request{method: http.MethodPost, target: fmt.Sprintf("/api/users/%d/api-keys", bob.user.ID),
 		body: map[string]string{"name": "old"}}, http.StatusCreated, &old)
@@ -128,12 +131,17 @@ func TestE2E_IncidentReplayed(t *testing.T) {
 	assertNoSecrets(t, secrets, srv)
 }
 
-// mustCreateKey has the browser create an API key for the user and returns its secret.
-func mustCreateKey(t *testing.T, b *browser, s *server, userID int64, name string) string {
+// mustCreateKey has the browser create an API key for the user and returns its secret. A
+// password session sends its person's currentPassword; a single sign-on session, "".
+func mustCreateKey(t *testing.T, b *browser, s *server, userID int64, name, currentPassword string) string {
 	t.Helper()
 	var k struct{ Key string }
+	body := map[string]string{"name": name}
+	if currentPassword != "" {
+		body["current_password"] = currentPassword
+	}
 	b.mustJSON(t, s, request{method: http.MethodPost, target: fmt.Sprintf("/api/users/%d/api-keys", userID),
-		body: map[string]string{"name": name}}, http.StatusCreated, &k)
+		body: body}, http.StatusCreated, &k)
 	if k.Key == "" {
 		t.Fatalf("create key %q: got no key", name)
 	}

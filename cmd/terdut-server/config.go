@@ -47,6 +47,7 @@ type Config struct {
 	OIDCPendingLimit  int
 	APIKeysPerUser    int
 	SSOAPIKeyMaxTTL   time.Duration
+	SSOKeySignIn      time.Duration
 	SweepInterval     time.Duration
 	LogLevel          slog.Level
 	ShutdownTimeout   time.Duration
@@ -85,7 +86,8 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 	fs.StringVar(&admins, "oidc-admin-groups", "", "comma-separated groups whose members are admins")
 	fs.IntVar(&c.OIDCPendingLimit, "oidc-pending-limit", 10000, "single sign-ons in progress kept at once, across replicas; past it the oldest are ended")
 	fs.IntVar(&c.APIKeysPerUser, "api-keys-per-user", 100, "live API keys one user may hold")
-	fs.DurationVar(&c.SSOAPIKeyMaxTTL, "sso-api-key-max-ttl", 2160*time.Hour, "longest life of an API key of a single sign-on person")
+	fs.DurationVar(&c.SSOAPIKeyMaxTTL, "sso-api-key-max-ttl", 2160*time.Hour, "longest life of an API key of a single sign-on person, from their last single sign-on")
+	fs.DurationVar(&c.SSOKeySignIn, "sso-key-sign-in-window", 15*time.Minute, "how recent a single sign-on must be for its session to create an API key")
 	fs.DurationVar(&c.SweepInterval, "sweep-interval", 15*time.Minute, "how often to delete dead sessions, keys and sign-ins")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 20*time.Second, "how long to drain requests on SIGTERM")
@@ -145,6 +147,9 @@ func (c Config) validate() error {
 	}
 	if c.SSOAPIKeyMaxTTL < time.Minute {
 		problems = append(problems, "--sso-api-key-max-ttl: use at least 1m")
+	}
+	if c.SSOKeySignIn < time.Minute {
+		problems = append(problems, "--sso-key-sign-in-window: use at least 1m")
 	}
 	if c.SweepInterval < time.Second {
 		problems = append(problems, "--sweep-interval: use at least 1s")

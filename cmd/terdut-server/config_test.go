@@ -27,7 +27,7 @@ func defaultConfig() (Config, string) {
 		LogLevel: slog.LevelInfo, ShutdownTimeout: 20 * time.Second,
 		OperatorOIDC:     OperatorOIDCConfig{Audience: "terdut-server", TokenFile: defaultServiceAccountTokenFile},
 		OIDCPendingLimit: 10000, APIKeysPerUser: 100, SSOAPIKeyMaxTTL: 2160 * time.Hour, SweepInterval: 15 * time.Minute,
-		LoginRatePerIP: 20}, "http://localhost:8080"
+		LoginRatePerIP: 20, SSOKeySignIn: 15 * time.Minute}, "http://localhost:8080"
 }
 
 func TestParseConfig(t *testing.T) {
@@ -49,9 +49,9 @@ func TestParseConfig(t *testing.T) {
 			"--password-hash-cost", "10", "--session-ttl", "1h", "--log-level", "debug", "--shutdown-timeout", "5s",
 			"--password-login-limit", "3", "--password-login-window", "1h",
 			"--oidc-pending-limit", "50", "--api-keys-per-user", "7", "--sso-api-key-max-ttl", "720h", "--sweep-interval", "1m",
-			"--login-rate-per-ip", "5", "--trusted-proxies", "10.0.0.0/8, 192.0.2.7,,fd00::/8"},
+			"--login-rate-per-ip", "5", "--trusted-proxies", "10.0.0.0/8, 192.0.2.7,,fd00::/8", "--sso-key-sign-in-window", "5m"},
 			want: func(c *Config, publicURL *string) {
-				c.LoginLimitMax, c.LoginLimitWindow = 3, time.Hour
+				c.LoginLimitMax, c.LoginLimitWindow, c.SSOKeySignIn = 3, time.Hour, 5*time.Minute
 				c.OIDCPendingLimit, c.APIKeysPerUser, c.SSOAPIKeyMaxTTL, c.SweepInterval = 50, 7, 720*time.Hour, time.Minute
 				c.LoginRatePerIP = 5
 				c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.0.2.7/32"),
@@ -67,9 +67,9 @@ func TestParseConfig(t *testing.T) {
 			"TERDUT_PASSWORD_LOGIN_LIMIT": "20", "TERDUT_PASSWORD_LOGIN_WINDOW": "5m",
 			"TERDUT_OIDC_PENDING_LIMIT": "60", "TERDUT_API_KEYS_PER_USER": "8", "TERDUT_SSO_API_KEY_MAX_TTL": "24h",
 			"TERDUT_SWEEP_INTERVAL":    "30s",
-			"TERDUT_LOGIN_RATE_PER_IP": "0", "TERDUT_TRUSTED_PROXIES": "10.1.2.0/24"},
+			"TERDUT_LOGIN_RATE_PER_IP": "0", "TERDUT_TRUSTED_PROXIES": "10.1.2.0/24", "TERDUT_SSO_KEY_SIGN_IN_WINDOW": "1h"},
 			want: func(c *Config, publicURL *string) {
-				c.LoginLimitMax, c.LoginLimitWindow = 20, 5*time.Minute
+				c.LoginLimitMax, c.LoginLimitWindow, c.SSOKeySignIn = 20, 5*time.Minute, time.Hour
 				c.OIDCPendingLimit, c.APIKeysPerUser, c.SSOAPIKeyMaxTTL, c.SweepInterval = 60, 8, 24*time.Hour, 30*time.Second
 				c.LoginRatePerIP, c.TrustedProxies = 0, []netip.Prefix{netip.MustParsePrefix("10.1.2.0/24")}
 				c.Listen, *publicURL, c.BootstrapGate, c.OperatorTokenFile = ":9090", "https://t.example", false, "/run/token"
@@ -186,6 +186,7 @@ func TestParseConfig_Invalid(t *testing.T) {
 		{name: "ErrOIDCPendingLimit", args: []string{"--oidc-pending-limit", "0"}, env: db, want: []string{"--oidc-pending-limit 0", "at least 1"}},
 		{name: "ErrAPIKeysPerUser", args: []string{"--api-keys-per-user", "-1"}, env: db, want: []string{"--api-keys-per-user -1", "at least 1"}},
 		{name: "ErrSSOAPIKeyMaxTTL", args: []string{"--sso-api-key-max-ttl", "30s"}, env: db, want: []string{"--sso-api-key-max-ttl", "at least 1m"}},
+		{name: "ErrSSOKeySignInWindow", args: []string{"--sso-key-sign-in-window", "0s"}, env: db, want: []string{"--sso-key-sign-in-window", "at least 1m"}},
 		{name: "ErrEnvSSOAPIKeyMaxTTL", env: env{"TERDUT_DATABASE_URL": testDB, "TERDUT_SSO_API_KEY_MAX_TTL": "90d"},
 			want: []string{"TERDUT_SSO_API_KEY_MAX_TTL", "90d"}},
 		{name: "ErrSweepInterval", args: []string{"--sweep-interval", "0s"}, env: db, want: []string{"--sweep-interval", "at least 1s"}},

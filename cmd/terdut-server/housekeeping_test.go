@@ -26,6 +26,10 @@ func TestServe_Housekeeping(t *testing.T) {
 				('expired', now() - interval '1 second', NULL)) v(tag, expires, revoked)),
 		k AS (INSERT INTO api_keys (user_id, name, key_hash) SELECT pw.id, 'pw', sha256('pw'::bytea) FROM pw)
 		INSERT INTO api_keys (user_id, name, key_hash) SELECT sso.id, 'sso', sha256('sso'::bytea) FROM sso`)
+	// A person whose last single sign-on was 30 hours ago: the cap counts from it, not from now.
+	mustQuery(t, db, `WITH u AS (INSERT INTO users (username, oidc_issuer, oidc_subject, last_sso_at)
+		VALUES ('gone', 'https://idp.test', 'gone', now() - interval '30 hours') RETURNING id)
+		INSERT INTO api_keys (user_id, name, key_hash) SELECT u.id, 'gone', sha256('gone'::bytea) FROM u`)
 
 	deadline := time.Now().Add(startTimeout)
 	for {
@@ -33,12 +37,14 @@ func TestServe_Housekeeping(t *testing.T) {
 			(SELECT count(*) FROM sessions WHERE revoked_at IS NOT NULL OR expires_at <= now()),
 			(SELECT count(*) FROM sessions),
 			(SELECT count(*) FROM api_keys WHERE name = 'sso' AND expires_at BETWEEN now() + interval '23 hours' AND now() + interval '24 hours'),
-			(SELECT count(*) FROM api_keys WHERE name = 'pw' AND expires_at IS NULL)`)
-		if len(got) == 1 && got[0] == "0 1 1 1" {
+			(SELECT count(*) FROM api_keys WHERE name = 'pw' AND expires_at IS NULL),
+			(SELECT count(*) FROM api_keys WHERE name = 'gone' AND expires_at <= now() - interval '5 hours')`)
+		if len(got) == 1 && got[0] == "0 1 1 1 1" {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("dead sessions, sessions, capped SSO keys, uncapped password keys: got %v, want [0 1 1 1] within %s; stderr:\n%s",
+			t.Fatalf("dead sessions, sessions, capped SSO keys, uncapped password keys, keys capped at an old sign-in: "+
+				"got %v, want [0 1 1 1 1] within %s; stderr:\n%s",
 				got, startTimeout, srv.Stderr)
 		}
 		time.Sleep(100 * time.Millisecond)

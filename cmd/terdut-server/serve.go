@@ -60,7 +60,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		SessionTTL: cfg.SessionTTL, OperatorTokens: tokens, OperatorIdentity: identity, Passwords: passwords, Logger: log,
 		ResetLimit: store.RateLimit{Max: cfg.ResetMax, Window: cfg.ResetWindow},
 		LoginLimit: store.RateLimit{Max: cfg.LoginLimitMax, Window: cfg.LoginLimitWindow}, Registry: reg, Gatherer: reg,
-		OIDCPendingLimit: cfg.OIDCPendingLimit, APIKeysPerUser: cfg.APIKeysPerUser, SSOAPIKeyMaxTTL: cfg.SSOAPIKeyMaxTTL}
+		OIDCPendingLimit: cfg.OIDCPendingLimit, APIKeysPerUser: cfg.APIKeysPerUser, SSOAPIKeyMaxTTL: cfg.SSOAPIKeyMaxTTL,
+		SSOKeySignInWindow: cfg.SSOKeySignIn}
 	opts.LoginRatePerAddress, opts.TrustedProxies = cfg.LoginRatePerIP, cfg.TrustedProxies
 	if cfg.OIDCIssuer != "" {
 		opts.OIDC = &api.OIDCOptions{Issuer: cfg.OIDCIssuer, ClientID: cfg.OIDCClientID, ClientSecret: cfg.OIDCClientSecret,

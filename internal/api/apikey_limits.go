@@ -24,8 +24,37 @@ func parseExpiresAt(v *string) (*time.Time, error) {
 // errExpiryTooLate says how long the keys of single sign-on people may live.
 func errExpiryTooLate(maxTTL time.Duration) *apiError {
 	return errBadRequest("expires_at_too_late", fmt.Sprintf("The API keys of people who sign in through single sign-on "+
-		"expire within %s; choose an earlier expires_at, or leave it out for the latest.", humanDuration(maxTTL)))
+		"expire within %s of their last single sign-on; choose an earlier expires_at, or leave it out for the latest.",
+		humanDuration(maxTTL)))
 }
+
+// errSSOSignInTooOld refuses a key for a single sign-on person who has not signed in for
+// longer than their keys may live: it would be dead at once.
+func errSSOSignInTooOld(maxTTL time.Duration) *apiError {
+	return &apiError{Status: http.StatusForbidden, Code: "sso_sign_in_required", Message: fmt.Sprintf(
+		"This person last signed in through single sign-on more than %s ago, the longest their API keys live "+
+			"after it; they sign in again first.", humanDuration(maxTTL))}
+}
+
+// errKeysOnlyFromClaim refuses a key for a machine user, asked for by anyone, the machine user
+// itself included: the bootstrap principal's keys are the ones its claims issue, so that a
+// reset and a claim leave it the claim's key and no other.
+var errKeysOnlyFromClaim = &apiError{Status: http.StatusForbidden, Code: "keys_only_from_claim",
+	Message: "A machine user's API keys are issued only by the bootstrap claim; its operator claims again for a new one."}
+
+// errRecentSignIn asks a single sign-on session for a fresh sign-in before it makes a key.
+func errRecentSignIn(window time.Duration) *apiError {
+	return &apiError{Status: http.StatusForbidden, Code: "recent_sign_in_required", Message: fmt.Sprintf(
+		"To create an API key from a single sign-on session, sign in again first: the sign-in must be within the last %s.",
+		humanDuration(window))}
+}
+
+var (
+	errCurrentPasswordRequired = &apiError{Status: http.StatusForbidden, Code: "current_password_required",
+		Message: "To create an API key from a password session, send your current password as current_password."}
+	errWrongCurrentPasswordForKey = &apiError{Status: http.StatusForbidden, Code: "wrong_current_password",
+		Message: "The current_password sent is not your password."}
+)
 
 func errTooManyAPIKeys(perUser int) *apiError {
 	return &apiError{Status: http.StatusConflict, Code: "too_many_api_keys", Message: fmt.Sprintf(

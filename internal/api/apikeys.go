@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"time"
@@ -71,6 +72,8 @@ func (s *server) handleAPIKeyCreate() http.Handler {
 	type request struct {
 		Name      string  `json:"name"`
 		ExpiresAt *string `json:"expires_at"` // RFC 3339; absent or null: never, or the SSO cap
+		// CurrentPassword is the caller's own password, which a password session must send.
+		CurrentPassword string `json:"current_password"`
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, _ := pathID(r, "id")
@@ -89,7 +92,12 @@ func (s *server) handleAPIKeyCreate() http.Handler {
 			s.writeError(w, r, err)
 			return
 		}
-		k, secret, err := s.store.IssueAPIKey(r.Context(), store.NewAPIKey{UserID: id, Name: name, ExpiresAt: expires},
+		by, err := s.keyCaller(r.Context(), req.CurrentPassword)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		k, secret, err := s.store.IssueAPIKey(r.Context(), store.NewAPIKey{UserID: id, Name: name, ExpiresAt: expires, By: by},
 			store.APIKeyLimits{PerUser: s.opts.APIKeysPerUser, SSOMaxTTL: s.opts.SSOAPIKeyMaxTTL})
 		if err != nil {
 			s.writeError(w, r, err)
@@ -98,6 +106,28 @@ func (s *server) handleAPIKeyCreate() http.Handler {
 		w.Header().Set("Cache-Control", "no-store")
 		writeJSON(w, http.StatusCreated, toAPIKeyJSON(k, secret))
 	})
+}
+
+// keyCaller is the request's principal as the store re-checks it when it issues a key. A key
+// outlives the session that makes it, so a session must show its person is at the keyboard:
+// a password session with the current password (checked like a sign-in, on the same count and
+// in the same check slots), a single sign-on session by being recent (the store checks its
+// age under its lock). An API key makes keys as before.
+func (s *server) keyCaller(ctx context.Context, currentPassword string) (store.Caller, error) {
+	p := principalFrom(ctx)
+	by := store.Caller{UserID: p.User.ID, APIKey: p.APIKey, Session: p.SessionToken}
+	switch {
+	case p.SessionToken == "":
+	case p.User.OIDCSubject != "":
+		by.SignedInWithin = s.opts.SSOKeySignInWindow
+	case currentPassword == "":
+		return store.Caller{}, errCurrentPasswordRequired
+	default:
+		if err := s.checkCurrentPassword(ctx, p.User, currentPassword, errWrongCurrentPasswordForKey); err != nil {
+			return store.Caller{}, err
+		}
+	}
+	return by, nil
 }
 
 // handleAPIKeyList answers a bare JSON array of keys, without their secrets.

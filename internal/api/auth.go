@@ -18,6 +18,7 @@ const sessionCookie = "terdut_session"
 type principal struct {
 	User         store.User
 	SessionToken string // set when authenticated by cookie
+	APIKey       string // set when authenticated by an API key: its secret
 }
 
 // principalFrom returns the request's principal: the zero principal before requireUser
@@ -87,7 +88,7 @@ func (s *server) authenticate(r *http.Request) (principal, error) {
 		if errors.Is(err, store.ErrNotFound) {
 			return principal{}, errUnauthorized
 		}
-		return principal{User: u}, err
+		return principal{User: u, APIKey: token}, err
 	}
 	c, err := r.Cookie(s.cookieName)
 	if err != nil || !isSecret(c.Value) {

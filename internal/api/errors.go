@@ -76,6 +76,14 @@ func (s *server) classify(err error) *apiError {
 		return errTooManyAPIKeys(s.opts.APIKeysPerUser)
 	case errors.Is(err, store.ErrExpiryTooLate):
 		return errExpiryTooLate(s.opts.SSOAPIKeyMaxTTL)
+	case errors.Is(err, store.ErrSSOSignInTooOld):
+		return errSSOSignInTooOld(s.opts.SSOAPIKeyMaxTTL)
+	case errors.Is(err, store.ErrServiceUserKey):
+		return errKeysOnlyFromClaim
+	case errors.Is(err, store.ErrCallerRevoked):
+		return errUnauthorized
+	case errors.Is(err, store.ErrSignInTooOld):
+		return errRecentSignIn(s.opts.SSOKeySignInWindow)
 	case errors.As(err, &rl):
 		return &apiError{Status: http.StatusTooManyRequests, Code: "rate_limited",
 			Message: "Too many requests of this kind; try again later.", RetryAfter: rl.RetryAfter}

@@ -186,8 +186,10 @@ func TestLeaks_Secrets(t *testing.T) {
 		Header: http.Header{"Content-Type": {"application/x-www-form-urlencoded"}}}, 303)
 
 	// An API key: created, used, listed, revoked, refused.
+	l.do(t, "key create with a wrong current password", apitest.Request{Method: post, Path: lena + "/api-keys", Cookie: sess,
+		Body: map[string]string{"name": "laptop", "current_password": wrong[0]}}, 403)
 	created := l.do(t, "key create", apitest.Request{Method: post, Path: lena + "/api-keys", Cookie: sess,
-		Body: map[string]string{"name": "laptop"}}, 201)
+		Body: map[string]string{"name": "laptop", "current_password": second}}, 201)
 	key := leakKeyOf(t, created)
 	l.shownByLast("API key lena created", key)
 	var keyID struct{ ID int64 }

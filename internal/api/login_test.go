@@ -381,7 +381,7 @@ func TestCrossOrigin(t *testing.T) {
 		"SameSiteSub":  {"Sec-Fetch-Site": {"same-site"}},
 	}
 	requests := map[string]apitest.Request{
-		"CreateKey":   {Method: http.MethodPost, Path: userURL(e.alice.User.ID, "/api-keys"), Cookie: aliceCookie, Body: map[string]string{"name": "csrf"}},
+		"CreateKey":   {Method: http.MethodPost, Path: userURL(e.alice.User.ID, "/api-keys"), Cookie: aliceCookie, Body: map[string]string{"name": "csrf", "current_password": e.alice.Password}},
 		"DeleteKey":   {Method: http.MethodDelete, Path: userURL(e.alice.User.ID, "/api-keys/"+strconv.FormatInt(victim.ID, 10)), Cookie: aliceCookie},
 		"SetPassword": {Method: http.MethodPut, Path: userURL(e.alice.User.ID, "/password"), Cookie: aliceCookie, Body: map[string]string{"password": "csrf-password", "current_password": e.alice.Password}},
 		"CreateUser":  {Method: http.MethodPost, Path: "/api/users", Cookie: adminCookie, Body: map[string]string{"username": "csrf", "role": "admin"}},

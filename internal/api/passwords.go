@@ -77,10 +77,33 @@ func validatePassword(pw string) error {
 	return nil
 }
 
+var errWrongCurrentPassword = &apiError{Status: http.StatusForbidden, Code: "wrong_current_password",
+	Message: "To change your own password, send your current password as current_password."}
+
+// checkCurrentPassword checks that password is u's: guessing it is throttled like sign-in, on
+// the same count, and checked in the same bcrypt slots. It returns wrong when it is not.
+func (s *server) checkCurrentPassword(ctx context.Context, u store.User, password string, wrong *apiError) error {
+	_, current, attempt, err := s.store.UserForSignIn(ctx, u.Username, store.GateOff, s.opts.LoginLimit)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	ok, err := s.checkPassword(ctx, current, password)
+	if err != nil {
+		s.releaseUnchecked(ctx, attempt)
+		return err
+	}
+	if !ok {
+		return wrong
+	}
+	return s.store.ReleaseAttempt(ctx, attempt)
+}
+
 func (s *server) handlePasswordSet() http.Handler {
 	type request struct {
 		Password        string `json:"password"`
 		CurrentPassword string `json:"current_password"`
+		// RevokeAPIKeys also revokes every API key of the user, as a stolen session's keys should.
+		RevokeAPIKeys bool `json:"revoke_api_keys"`
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, _ := pathID(r, "id")
@@ -111,24 +134,7 @@ func (s *server) handlePasswordSet() http.Handler {
 			return
 		}
 		if caller.User.ID == id && target.HasPassword {
-			// Guessing the current password here is throttled like sign-in, on the same count.
-			_, current, attempt, err := s.store.UserForSignIn(r.Context(), target.Username, store.GateOff, s.opts.LoginLimit)
-			if err != nil && !errors.Is(err, store.ErrNotFound) {
-				s.writeError(w, r, err)
-				return
-			}
-			ok, err := s.checkPassword(r.Context(), current, req.CurrentPassword)
-			if err != nil {
-				s.releaseUnchecked(r.Context(), attempt)
-				s.writeError(w, r, err)
-				return
-			}
-			if !ok {
-				s.writeError(w, r, &apiError{Status: http.StatusForbidden, Code: "wrong_current_password",
-					Message: "To change your own password, send your current password as current_password."})
-				return
-			}
-			if err := s.store.ReleaseAttempt(r.Context(), attempt); err != nil {
+			if err := s.checkCurrentPassword(r.Context(), target, req.CurrentPassword, errWrongCurrentPassword); err != nil {
 				s.writeError(w, r, err)
 				return
 			}
@@ -142,7 +148,8 @@ func (s *server) handlePasswordSet() http.Handler {
 		if caller.User.ID == id {
 			keep = caller.SessionToken
 		}
-		if err := s.store.SetPasswordHash(r.Context(), id, hash, keep); err != nil {
+		change := store.PasswordChange{UserID: id, Hash: hash, KeepSession: keep, RevokeAPIKeys: req.RevokeAPIKeys}
+		if _, err := s.store.ChangePassword(r.Context(), change); err != nil {
 			s.writeError(w, r, err)
 			return
 		}

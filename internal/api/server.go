@@ -30,7 +30,7 @@ type Store interface {
 	DeleteUser(ctx context.Context, id int64) error
 	UserForSignIn(ctx context.Context, username string, gate store.Gate, limit store.RateLimit) (store.User, string, store.Attempt, error)
 	ReleaseAttempt(ctx context.Context, a store.Attempt) error
-	SetPasswordHash(ctx context.Context, id int64, hash, keepSession string) error
+	ChangePassword(ctx context.Context, c store.PasswordChange) (int64, error)
 	RehashPassword(ctx context.Context, id int64, oldHash, newHash string) error
 
 	IssueAPIKey(ctx context.Context, nk store.NewAPIKey, lim store.APIKeyLimits) (store.APIKey, string, error)
@@ -76,8 +76,12 @@ type Options struct {
 	OIDCPendingLimit int
 	// APIKeysPerUser bounds each user's live API keys; zero: 100.
 	APIKeysPerUser int
-	// SSOAPIKeyMaxTTL bounds the life of the API keys of single sign-on people; zero: 2160h.
+	// SSOAPIKeyMaxTTL bounds the life of the API keys of single sign-on people past their last
+	// single sign-on; zero: 2160h.
 	SSOAPIKeyMaxTTL time.Duration
+	// SSOKeySignInWindow is how recent a single sign-on must be for its session to create an
+	// API key (a password session sends current_password instead); zero: 15m.
+	SSOKeySignInWindow time.Duration
 
 	// Bounds on what anonymous callers can make one replica do (see limits.go).
 	LoginRatePerAddress int            // sign-ins (password, or SSO start) a minute per client address; 0: no limit
@@ -127,6 +131,9 @@ func NewServer(st Store, opts Options) http.Handler {
 	}
 	if opts.SSOAPIKeyMaxTTL == 0 {
 		s.opts.SSOAPIKeyMaxTTL = 2160 * time.Hour
+	}
+	if opts.SSOKeySignInWindow == 0 {
+		s.opts.SSOKeySignInWindow = 15 * time.Minute
 	}
 	if opts.Registry == nil {
 		reg := prometheus.NewRegistry()

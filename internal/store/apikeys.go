@@ -143,7 +143,18 @@ const authenticateAPIKeySQL = `SELECT ` + lastUsedOld + `,
 	FROM api_keys k JOIN users u ON u.id = k.user_id
 	WHERE k.key_hash = $1 AND k.revoked_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > now())`
 
-// revokeUserKeys revokes every live key of the user and returns how many it revoked.
+// lockUser takes the user's row FOR UPDATE, before revokeUserKeys: a key create for the user
+// in progress (IssueAPIKey holds the row FOR NO KEY UPDATE) commits first, and revokeUserKeys,
+// a statement after this one, then sees its key; a create that comes later waits for this
+// transaction and finds the credential it came with revoked. One UPDATE alone would miss the
+// keys committed while it ran. A user who is gone is no error: there is nothing to revoke.
+func lockUser(ctx context.Context, tx pgx.Tx, userID int64) error {
+	_, err := tx.Exec(ctx, `SELECT 1 FROM users WHERE id = $1 FOR UPDATE`, userID)
+	return wrap(err, "lock user")
+}
+
+// revokeUserKeys revokes every live key of the user and returns how many it revoked. Callers
+// lock the user's row first (lockUser, or an UPDATE of the row in an earlier statement).
 func revokeUserKeys(ctx context.Context, tx pgx.Tx, userID int64) (int64, error) {
 	tag, err := tx.Exec(ctx, `UPDATE api_keys SET revoked_at = now()
 		WHERE user_id = $1 AND revoked_at IS NULL`, userID)

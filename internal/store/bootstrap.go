@@ -108,6 +108,9 @@ func (s *Store) Claim(ctx context.Context, who AuditInfo) (ClaimResult, error) {
 		if err != nil {
 			return err
 		}
+		if err := lockUser(ctx, tx, res.Principal.ID); err != nil {
+			return err
+		}
 		if _, err := revokeUserKeys(ctx, tx, res.Principal.ID); err != nil {
 			return err
 		}

@@ -19,12 +19,15 @@ type Deprovisioned struct {
 // longer admits: in one transaction their role drops to member and every session and API key
 // of theirs is revoked. Their account and data stay; a later admitted sign-in restores the
 // role the provider's groups give. ErrNotFound when no such person has ever signed in.
+// The person's row is locked before anything is revoked (see lockUser): a key being created
+// for them meanwhile is revoked with the rest, and one asked for later with a credential of
+// theirs is refused.
 func (s *Store) DeprovisionSSOUser(ctx context.Context, issuer, subject string) (Deprovisioned, error) {
 	var d Deprovisioned
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		err := tx.QueryRow(ctx, `
 			WITH old AS (
-				SELECT id, role FROM users WHERE oidc_issuer = $1 AND oidc_subject = $2 FOR NO KEY UPDATE
+				SELECT id, role FROM users WHERE oidc_issuer = $1 AND oidc_subject = $2 FOR UPDATE
 			)
 			UPDATE users u SET role = 'member' FROM old WHERE u.id = old.id
 			RETURNING u.id, old.role = 'admin'`, issuer, subject).Scan(&d.UserID, &d.WasAdmin)

@@ -47,6 +47,9 @@ func (s *Store) Reset(ctx context.Context, who AuditInfo, limit RateLimit) (Rese
 		}
 		res.Generation = b.Generation
 		if b.PrincipalID != nil {
+			if err := lockUser(ctx, tx, *b.PrincipalID); err != nil {
+				return err
+			}
 			if res.RevokedAPIKeys, err = revokeUserKeys(ctx, tx, *b.PrincipalID); err != nil {
 				return err
 			}

@@ -28,7 +28,9 @@ const maxUsernameSuffix = 100
 // SignInSSO finds the user with this (issuer, subject), or creates one (createSSOUser), and
 // signs them in, in one transaction. With the gate on it returns ErrBootstrapPending and
 // creates neither user nor session while the install is unclaimed; the decision is taken under
-// the same share lock as CreateSession's. An existing user's e-mail and role follow the provider.
+// the same share lock as CreateSession's. An existing user's e-mail and role follow the provider,
+// and the time of the sign-in is recorded: their API keys live at most APIKeyLimits.SSOMaxTTL
+// past it.
 func (s *Store) SignInSSO(ctx context.Context, id SSOIdentity, ttl time.Duration, gate Gate) (User, Session, bool, error) {
 	var u User
 	var sess Session
@@ -43,7 +45,7 @@ func (s *Store) SignInSSO(ctx context.Context, id SSOIdentity, ttl time.Duration
 			batch.Queue(`SELECT state = 'complete' FROM bootstrap_state FOR SHARE`).
 				QueryRow(func(row pgx.Row) error { return row.Scan(&open) })
 		}
-		batch.Queue(`UPDATE users u SET email = $3, role = $4
+		batch.Queue(`UPDATE users u SET email = $3, role = $4, last_sso_at = now()
 			WHERE oidc_issuer = $1 AND oidc_subject = $2 RETURNING `+userColumns,
 			id.Issuer, id.Subject, id.Email, id.Role).
 			QueryRow(func(row pgx.Row) error { u, err = scanUser(row); return nil })
@@ -85,8 +87,8 @@ func createSSOUser(ctx context.Context, tx pgx.Tx, id SSOIdentity) (u User, crea
 			continue
 		}
 		u, err = scanUser(tx.QueryRow(ctx, `
-			INSERT INTO users AS u (username, email, role, kind, oidc_issuer, oidc_subject)
-			VALUES ($1, $2, $3, 'human', $4, $5)
+			INSERT INTO users AS u (username, email, role, kind, oidc_issuer, oidc_subject, last_sso_at)
+			VALUES ($1, $2, $3, 'human', $4, $5, now())
 			ON CONFLICT DO NOTHING
 			RETURNING `+userColumns, name, id.Email, id.Role, id.Issuer, id.Subject))
 		if !errors.Is(err, ErrNotFound) {

@@ -69,15 +69,18 @@ func (s *Store) sweep(ctx context.Context, query string, args ...any) (int64, er
 	}
 }
 
-// CapSSOAPIKeys brings the live keys of single sign-on people within maxTTL from now: a key
-// without an expiry, or with a later one, gets now + maxTTL. It applies the cap to keys issued
-// before it existed or while it was longer, and returns how many keys it changed. A key it
-// has capped is not changed again until the cap shrinks.
+// CapSSOAPIKeys brings the live keys of single sign-on people within maxTTL of their last
+// single sign-on: a key without an expiry, or with a later one, gets that sign-in + maxTTL
+// (already past for a person who has not signed in for that long). It applies the cap to keys
+// issued before it existed or while it was longer, and returns how many keys it changed. A
+// key it has capped is not changed again until the cap shrinks.
 func (s *Store) CapSSOAPIKeys(ctx context.Context, maxTTL time.Duration) (int64, error) {
-	tag, err := s.pool.Exec(ctx, `UPDATE api_keys k SET expires_at = now() + $1::interval
-		FROM users u
+	// A person whom a replica older than the record of sign-ins created has none: their
+	// creation was their last single sign-on, as in IssueAPIKey.
+	tag, err := s.pool.Exec(ctx, `UPDATE api_keys k SET expires_at = cap.at
+		FROM users u, LATERAL (SELECT coalesce(u.last_sso_at, u.created_at) + $1::interval AS at) cap
 		WHERE u.id = k.user_id AND u.oidc_issuer IS NOT NULL AND k.revoked_at IS NULL
-			AND (k.expires_at IS NULL OR k.expires_at > now() + $1::interval)`, maxTTL)
+			AND (k.expires_at IS NULL OR k.expires_at > cap.at)`, maxTTL)
 	if err != nil {
 		return 0, wrap(err, "cap SSO API keys")
 	}

@@ -120,10 +120,31 @@ func (s *Store) DeleteUser(ctx context.Context, id int64) error {
 }
 
 // SetPasswordHash stores a new password hash for the user and ends every session but keep,
-// so that a changed password locks out whoever knew the old one.
+// so that a changed password locks out whoever knew the old one. It is ChangePassword
+// without revoking API keys.
 func (s *Store) SetPasswordHash(ctx context.Context, id int64, hash string, keepSession string) error {
-	return s.inTx(ctx, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `UPDATE users SET password_hash = $2 WHERE id = $1`, id, hash)
+	_, err := s.ChangePassword(ctx, PasswordChange{UserID: id, Hash: hash, KeepSession: keepSession})
+	return err
+}
+
+// PasswordChange is a new password hash for a user, and what else the change ends.
+type PasswordChange struct {
+	UserID      int64
+	Hash        string
+	KeepSession string // the token of the one session left alive (the changer's own); "": none
+	// RevokeAPIKeys also revokes every API key of the user, so that a key someone made with a
+	// stolen session dies with the password they knew or the cookie they took.
+	RevokeAPIKeys bool
+}
+
+// ChangePassword stores c.Hash as the user's password hash and, in the same transaction, ends
+// every session of theirs but c.KeepSession and, with c.RevokeAPIKeys, revokes every API key of
+// theirs; it returns how many keys it revoked. The UPDATE of the user's row comes first, so a
+// key being created for them meanwhile is revoked with the rest (see lockUser), and one asked
+// for later from a session this ends is refused. ErrNotFound when the user does not exist.
+func (s *Store) ChangePassword(ctx context.Context, c PasswordChange) (revokedKeys int64, err error) {
+	err = s.inTx(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE users SET password_hash = $2 WHERE id = $1`, c.UserID, c.Hash)
 		if err != nil {
 			return wrap(err, "set password")
 		}
@@ -131,9 +152,19 @@ func (s *Store) SetPasswordHash(ctx context.Context, id int64, hash string, keep
 			return ErrNotFound
 		}
 		_, err = tx.Exec(ctx, `UPDATE sessions SET revoked_at = now()
-			WHERE user_id = $1 AND revoked_at IS NULL AND token_hash <> $2`, id, hashToken(keepSession))
-		return wrap(err, "end other sessions")
+			WHERE user_id = $1 AND revoked_at IS NULL AND token_hash <> $2`, c.UserID, hashToken(c.KeepSession))
+		if err != nil {
+			return wrap(err, "end other sessions")
+		}
+		if c.RevokeAPIKeys {
+			revokedKeys, err = revokeUserKeys(ctx, tx, c.UserID)
+		}
+		return err
 	})
+	if err != nil {
+		return 0, err
+	}
+	return revokedKeys, nil
 }
 
 // RehashPassword replaces the user's password hash with newHash, the same password hashed at
