@@ -67,3 +67,30 @@ func (l *Limiter) Allow() (ok bool, suppressed int) {
 	suppressed, l.suppressed = l.suppressed, 0
 	return true, suppressed
 }
+
+// PerKey is a Limiter for each key of a small fixed set (such as a metric's reasons), so that
+// a flood of one kind of line does not hide the lines of another. It is safe for concurrent
+// use; give it only keys from a fixed set, never a caller's value.
+type PerKey struct {
+	period time.Duration
+
+	mu sync.Mutex
+	m  map[string]*Limiter
+}
+
+// NewPerKey returns a PerKey letting one line of each key through each period.
+func NewPerKey(period time.Duration) *PerKey {
+	return &PerKey{period: period, m: map[string]*Limiter{}}
+}
+
+// Allow is Limiter.Allow for key.
+func (p *PerKey) Allow(key string) (ok bool, suppressed int) {
+	p.mu.Lock()
+	l := p.m[key]
+	if l == nil {
+		l = NewLimiter(p.period)
+		p.m[key] = l
+	}
+	p.mu.Unlock()
+	return l.Allow()
+}

@@ -77,3 +77,14 @@ func TestLimiter(t *testing.T) {
 		}
 	})
 }
+
+func TestPerKey(t *testing.T) {
+	p := logcap.NewPerKey(time.Hour)
+	seen := map[string]bool{}
+	for _, key := range []string{"malformed", "audience", "malformed", "audience", "malformed"} {
+		if ok, _ := p.Allow(key); ok != !seen[key] {
+			t.Errorf("%s: got allowed %v, want %v (one line of each key a period)", key, ok, !seen[key])
+		}
+		seen[key] = true
+	}
+}
