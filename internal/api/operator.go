@@ -66,7 +66,7 @@ func (p operatorProof) LogValue() slog.Value {
 		attrs = append(attrs, slog.String("subject", p.Subject))
 	}
 	if p.Pod != "" {
-		attrs = append(attrs, slog.String("pod", p.Pod))
+		attrs = append(attrs, slog.String("pod", logcap.String(p.Pod)))
 	}
 	return slog.GroupValue(attrs...)
 }
