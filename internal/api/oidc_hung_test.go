@@ -10,13 +10,15 @@ import (
 	"github.com/terdut-server/terdut-server/internal/apitest"
 	"github.com/terdut-server/terdut-server/internal/pgtest"
 	"github.com/terdut-server/terdut-server/internal/stalltest"
+	"github.com/terdut-server/terdut-server/internal/store"
 )
 
 // TestOIDC_ProviderHung: with --oidc-issuer at a provider that accepts and never answers, or
-// answers a byte a second, the discovery the server starts at start-up stays stuck there. Meanwhile
-// every probe, the login page and API keys answer without waiting for it, single sign-on starts
-// answer 503 with Retry-After within a bounded wait, and none of them starts a second discovery:
-// the one request at the provider is still waiting when they have all been answered.
+// answers a byte a second, the discovery the server starts at start-up stays stuck there.
+// Meanwhile every probe, the login page, API keys, password sign-in and the operator's
+// endpoints answer without waiting for it, single sign-on starts answer 503 with Retry-After
+// within a bounded wait, and none of them starts a second discovery: the one request at the
+// provider is still waiting when they have all been answered.
 func TestOIDC_ProviderHung(t *testing.T) {
 	for name, mode := range map[string]stalltest.Mode{"Silent": stalltest.Silent, "Trickle": stalltest.Trickle} {
 		t.Run(name, func(t *testing.T) {
@@ -29,6 +31,7 @@ func TestOIDC_ProviderHung(t *testing.T) {
 					GroupsClaim: "groups", Timeout: time.Minute}
 			})
 			key := srv.MustClaim(t)
+			alice := apitest.MustPerson(t, srv.Store, "alice", store.RoleMember)
 			hung.MustWaitRequest(t, 30*time.Second) // the discovery at start is stuck
 
 			type call struct {
@@ -42,12 +45,15 @@ func TestOIDC_ProviderHung(t *testing.T) {
 				{"readyz", apitest.Request{Method: http.MethodGet, Path: "/readyz"}, http.StatusOK, "", 10 * time.Second},
 				{"login page", apitest.Request{Method: http.MethodGet, Path: "/login", Header: http.Header{"Accept": {"text/html"}}}, http.StatusOK, "", 10 * time.Second},
 				{"api key", apitest.Request{Method: http.MethodGet, Path: "/api/me", Bearer: key}, http.StatusOK, "", 10 * time.Second},
+				{"password sign-in", apitest.Request{Method: http.MethodPost, Path: "/api/auth/login",
+					Body: map[string]string{"username": alice.User.Username, "password": alice.Password}}, http.StatusOK, "", 10 * time.Second},
+				{"operator status", apitest.Request{Method: http.MethodGet, Path: "/api/bootstrap/status"}, http.StatusOK, "", 10 * time.Second},
 				{"sso start", apitest.Request{Method: http.MethodGet, Path: "/auth/oidc/login"}, http.StatusServiceUnavailable, "sso_unavailable", 15 * time.Second},
 			}
 			var wg sync.WaitGroup
 			var mu sync.Mutex
 			slowest := map[string]time.Duration{}
-			for i := range 40 {
+			for i := range 8 * len(calls) {
 				c := calls[i%len(calls)]
 				wg.Go(func() {
 					start := time.Now()
