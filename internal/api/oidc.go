@@ -84,6 +84,7 @@ type oidcClient struct {
 	redirectURL string
 	httpClient  *http.Client
 	timeout     time.Duration // of one whole discovery
+	log         *slog.Logger
 
 	state atomic.Pointer[discovery] // nil until the first discovery ends
 
@@ -100,21 +101,26 @@ type discovery struct {
 	at       time.Time // when it ended
 }
 
-func newOIDCClient(opts OIDCOptions, redirectURL string) *oidcClient {
+func newOIDCClient(opts OIDCOptions, redirectURL string, log *slog.Logger) *oidcClient {
 	timeout := opts.Timeout
 	if timeout <= 0 {
 		timeout = defaultOIDCTimeout
 	}
-	return &oidcClient{opts: opts, redirectURL: redirectURL, httpClient: &http.Client{Timeout: timeout}, timeout: timeout}
+	return &oidcClient{opts: opts, redirectURL: redirectURL, httpClient: &http.Client{Timeout: timeout},
+		timeout: timeout, log: log}
 }
 
+// errProviderUnavailable is logged by the discovery that found it (see logOutcome), not by
+// each request it refuses: anyone can ask for a sign-in while the provider is down.
 var errProviderUnavailable = &apiError{Status: http.StatusServiceUnavailable, Code: "sso_unavailable",
-	Message: "The sign-in provider cannot be reached right now; try again shortly.", RetryAfter: 5 * time.Second}
+	Message: "The sign-in provider cannot be reached right now; try again shortly.", RetryAfter: 5 * time.Second,
+	logged: true}
 
 // errIssuerMismatch is a configuration error, not an outage: retrying does not help, an
-// administrator must correct --oidc-issuer (or the provider's issuer).
+// administrator must correct --oidc-issuer (or the provider's issuer). Like
+// errProviderUnavailable, the discovery logs it.
 func errIssuerMismatch(configured, discovery, discovered string) *apiError {
-	return &apiError{Status: http.StatusInternalServerError, Code: "sso_misconfigured", Message: fmt.Sprintf(
+	return &apiError{Status: http.StatusInternalServerError, Code: "sso_misconfigured", logged: true, Message: fmt.Sprintf(
 		"Single sign-on is misconfigured: --oidc-issuer is %q, but the provider's discovery document (%s) names the issuer %q. "+
 			"An administrator must set --oidc-issuer to the issuer the provider names, or correct the provider's issuer; "+
 			"until then nobody can sign in with single sign-on.", configured, discovery, logcap.Cut(discovered, 512))}
@@ -185,11 +191,41 @@ func (c *oidcClient) runDiscovery(done chan struct{}) {
 		d.err = fmt.Errorf("%w: discover %s: %w", errProviderUnavailable, c.opts.Issuer, err)
 	}
 	d.at = time.Now()
-	c.state.Store(d)
+	prev := c.state.Swap(d)
 	c.mu.Lock()
 	c.flight = nil
 	c.mu.Unlock()
 	close(done)
+	c.logOutcome(prev, d)
+}
+
+// outcome is what kind of answer a discovery gave: ok, misconfigured or unavailable.
+func (d *discovery) outcome() string {
+	var ae *apiError
+	switch {
+	case d.provider != nil:
+		return "ok"
+	case errors.As(d.err, &ae) && ae.Code == "sso_misconfigured":
+		return "misconfigured"
+	}
+	return "unavailable"
+}
+
+// logOutcome logs the first discovery, and each whose outcome differs in kind from the one
+// before, so that a wrong issuer or an outage is in the log when it begins and when it ends,
+// not once a request or once a retry.
+func (c *oidcClient) logOutcome(prev, d *discovery) {
+	if prev != nil && prev.outcome() == d.outcome() {
+		return
+	}
+	switch d.outcome() {
+	case "ok":
+		c.log.Info("single sign-on provider discovered", "issuer", c.opts.Issuer)
+	case "misconfigured":
+		c.log.Error("single sign-on is misconfigured: fix --oidc-issuer", "err", d.err.Error())
+	default:
+		c.log.Warn("single sign-on provider unreachable; sign-ins answer 503 and retry it", "issuer", c.opts.Issuer, "err", d.err)
+	}
 }
 
 // discover reads the provider's discovery document. An issuer in it that differs from the
@@ -232,19 +268,7 @@ func (c *oidcClient) recheck() {
 // checkAtStart discovers the provider once when the server starts, so that a wrong issuer is
 // in the log (and in /readyz) before anyone tries to sign in. A provider that is down is only
 // a warning: sign-ins retry it.
-func (c *oidcClient) checkAtStart(log *slog.Logger) {
-	<-c.rediscover(nil)
-	err := c.state.Load().err
-	var ae *apiError
-	switch {
-	case err == nil:
-		log.Info("single sign-on provider discovered", "issuer", c.opts.Issuer)
-	case errors.As(err, &ae) && ae.Code == "sso_misconfigured":
-		log.Error("single sign-on is misconfigured: fix --oidc-issuer", "err", ae.Message)
-	default:
-		log.Warn("single sign-on provider unreachable at start; sign-ins will retry it", "issuer", c.opts.Issuer, "err", err)
-	}
-}
+func (c *oidcClient) checkAtStart() { c.rediscover(nil) }
 
 // exchangeContext carries the HTTP client with its timeout into oauth2's token request.
 func (c *oidcClient) exchangeContext(ctx context.Context) context.Context {

@@ -1,7 +1,9 @@
 package api_test
 
 import (
+	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -76,10 +78,51 @@ func TestOIDC_ProviderHung(t *testing.T) {
 			}
 			wg.Wait()
 			t.Logf("slowest answers while the provider hangs: %v", slowest)
+			if n := strings.Count(srv.Logs.String(), "request failed"); n != 0 {
+				t.Errorf("request-failed lines: got %d, want none: the refused sign-ins are the provider's outage, logged by the discovery", n)
+			}
 			if open, n := hung.Open(), hung.Requests(); open != 1 || n != 1 {
 				t.Errorf("at the hung provider: got %d requests, %d still waiting, want the discovery of the start still "+
 					"waiting and no other: every answer above came without waiting for it", n, open)
 			}
 		})
+	}
+}
+
+// TestOIDC_ProviderDownLogsOnce: while the provider refuses connections, a flood of sign-in
+// starts, anyone's to send, answers 503 each, and the log says so once (the discovery that
+// found the outage), not once a request.
+func TestOIDC_ProviderDownLogsOnce(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	issuer := "http://" + ln.Addr().String()
+	ln.Close() // nobody answers there now
+	srv := apitest.NewServer(t, pgtest.MustDatabase(t), func(o *api.Options) {
+		o.PublicURL = publicURL
+		o.OIDC = &api.OIDCOptions{Issuer: issuer, ClientID: "terdut", ClientSecret: "secret", GroupsClaim: "groups"}
+	})
+	srv.MustClaim(t)
+	const n = 50
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			resp, err := srv.Do(apitest.Request{Method: http.MethodGet, Path: "/auth/oidc/login"})
+			if err != nil || resp.Status != http.StatusServiceUnavailable || resp.Code() != "sso_unavailable" {
+				t.Errorf("got %d %s %v, want 503 sso_unavailable", resp.Status, resp.Body, err)
+			}
+		})
+	}
+	wg.Wait()
+	logs := srv.Logs.String()
+	if got := strings.Count(logs, "single sign-on provider unreachable"); got != 1 {
+		t.Errorf("lines saying the provider is unreachable: got %d, want 1\n%s", got, logs)
+	}
+	if got := strings.Count(logs, "request failed"); got != 0 {
+		t.Errorf("request-failed lines for %d refused sign-ins: got %d, want none", n, got)
+	}
+	if got := metric(t, srv, `terdut_http_requests_total{method="GET",route="/auth/oidc/login",status="503"}`); got != n {
+		t.Errorf("503s counted in the metrics: got %v, want %d", got, n)
 	}
 }

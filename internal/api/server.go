@@ -149,8 +149,8 @@ func NewServer(st Store, opts Options) http.Handler {
 	s.checks = newCheckSlots(s.opts.PasswordChecks, s.opts.PasswordCheckWait, s.opts.Registry)
 	if opts.OIDC != nil && opts.OIDC.Issuer != "" {
 		redirect := opts.PublicURL.JoinPath("/auth/oidc/callback").String()
-		s.oidc = newOIDCClient(*opts.OIDC, redirect)
-		go s.oidc.checkAtStart(s.log)
+		s.oidc = newOIDCClient(*opts.OIDC, redirect, s.log)
+		s.oidc.checkAtStart()
 	}
 	return s.routes()
 }
