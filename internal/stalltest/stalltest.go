@@ -99,13 +99,19 @@ func (p *Peer) take(c net.Conn, requested bool) {
 	if requested {
 		p.requests++
 	}
+	// Added under the lock that close takes before it waits, so never during its Wait.
+	p.wg.Add(1)
+	if p.mode == Trickle {
+		p.wg.Add(1)
+	}
 	p.mu.Unlock()
 	gotRequest := make(chan struct{})
 	closed := make(chan struct{})
 	if requested {
 		close(gotRequest)
 	}
-	p.wg.Go(func() {
+	go func() {
+		defer p.wg.Done()
 		defer close(closed)
 		p.read(c, requested, gotRequest)
 		p.mu.Lock()
@@ -113,9 +119,12 @@ func (p *Peer) take(c net.Conn, requested bool) {
 		delete(p.conns, c)
 		p.mu.Unlock()
 		_ = c.Close()
-	})
+	}()
 	if p.mode == Trickle {
-		p.wg.Go(func() { p.trickle(c, gotRequest, closed) })
+		go func() {
+			defer p.wg.Done()
+			p.trickle(c, gotRequest, closed)
+		}()
 	}
 }
 
