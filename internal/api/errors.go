@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/terdut-server/terdut-server/internal/logcap"
 	"github.com/terdut-server/terdut-server/internal/store"
 )
 
@@ -16,6 +17,7 @@ type apiError struct {
 	Code       string
 	Message    string
 	RetryAfter time.Duration
+	logged     bool // its handler logs it, at a bounded rate: writeError does not
 }
 
 func (e *apiError) Error() string { return e.Message }
@@ -43,7 +45,7 @@ type errorBody struct {
 func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	e := s.classify(err)
 	if e.failure() {
-		s.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path,
+		s.log.ErrorContext(r.Context(), "request failed", "method", logcap.String(r.Method), "path", logcap.String(r.URL.Path),
 			"status", e.Status, "err", err)
 	}
 	setRetryAfter(w, e.RetryAfter)
@@ -56,7 +58,7 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 // failure reports whether e is the server's failure, worth an ERROR in the log, rather than
 // a refusal it means to give (the gate) however often it is asked.
 func (e *apiError) failure() bool {
-	return e.Status >= 500 && e.Code != "bootstrap_pending"
+	return e.Status >= 500 && e.Code != "bootstrap_pending" && !e.logged
 }
 
 // setRetryAfter tells the client when to try again, in whole seconds rounded up; nothing for 0.

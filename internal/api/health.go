@@ -15,8 +15,10 @@ func handleHealthz() http.Handler {
 
 // handleReadyz is readiness: the database answers, its schema is the one this binary ships,
 // and single sign-on, when on, is not known to be misconfigured (a provider that is merely
-// down does not count: sign-ins retry it). While it is, each probe retries discovery, so
-// readiness recovers once the provider is fixed. It does not depend on the claim state.
+// down, slow or hung does not count: sign-ins retry it). It never waits for the provider: it
+// reads what the last discovery found, and while that was a wrong issuer it starts another
+// in the background (no sooner than the retry delay), so readiness recovers once the
+// provider is fixed. It does not depend on the claim state.
 func (s *server) handleReadyz() http.Handler {
 	type response struct {
 		Status string `json:"status"`
@@ -34,11 +36,7 @@ func (s *server) handleReadyz() http.Handler {
 			return
 		}
 		if s.oidc != nil {
-			// A NotReady pod gets no sign-ins, so readiness itself must notice a provider that
-			// was fixed: it discovers again, no sooner than the retry delay after the last try.
-			if s.oidc.misconfiguration() != nil {
-				_, _, _, _ = s.oidc.get(ctx)
-			}
+			s.oidc.recheck()
 			if e := s.oidc.misconfiguration(); e != nil {
 				writeJSON(w, http.StatusServiceUnavailable, response{Status: "unavailable", Reason: e.Message})
 				return

@@ -8,6 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/terdut-server/terdut-server/internal/logcap"
 	"github.com/terdut-server/terdut-server/internal/store"
 )
 
@@ -31,7 +32,7 @@ func (s *server) handleLogin() http.Handler {
 			if form {
 				e := s.classify(err)
 				if e.Status >= 500 {
-					s.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+					s.log.ErrorContext(r.Context(), "request failed", "method", logcap.String(r.Method), "path", logcap.String(r.URL.Path), "err", err)
 				}
 				setRetryAfter(w, e.RetryAfter)
 				s.renderLogin(w, r, e)

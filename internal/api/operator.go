@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/terdut-server/terdut-server/internal/logcap"
 	"github.com/terdut-server/terdut-server/internal/opjwt"
 	"github.com/terdut-server/terdut-server/internal/store"
 )
@@ -20,8 +21,14 @@ var errOperatorTokenNotConfigured = &apiError{Status: http.StatusForbidden, Code
 var errBadOperatorToken = &apiError{Status: http.StatusUnauthorized, Code: "unauthorized",
 	Message: "This endpoint needs the operator token or the operator's service-account token as a Bearer token. API keys and sessions are not accepted here."}
 
+// errOperatorIdentityUnavailable is logged by requireOperator, at a bounded rate, not by writeError.
 var errOperatorIdentityUnavailable = &apiError{Status: http.StatusServiceUnavailable, Code: "unavailable",
-	Message: "The keys of the operator's identity issuer cannot be read right now; try again shortly.", RetryAfter: 5 * time.Second}
+	Message: "The keys of the operator's identity issuer cannot be read right now; try again shortly.", RetryAfter: 5 * time.Second,
+	logged: true}
+
+// refusalLogPeriod is how often each kind of refusal on the operator endpoints, which anyone
+// can cause once a request, may write a line on one replica; the metrics count every one.
+const refusalLogPeriod = time.Second
 
 var errOperatorMediaType = &apiError{Status: http.StatusUnsupportedMediaType, Code: "unsupported_media_type",
 	Message: "Send no body, or an application/json one."}
@@ -59,7 +66,7 @@ func (p operatorProof) LogValue() slog.Value {
 		attrs = append(attrs, slog.String("subject", p.Subject))
 	}
 	if p.Pod != "" {
-		attrs = append(attrs, slog.String("pod", p.Pod))
+		attrs = append(attrs, slog.String("pod", logcap.String(p.Pod)))
 	}
 	return slog.GroupValue(attrs...)
 }
@@ -106,12 +113,17 @@ func (s *server) requireOperator(open bool, next http.Handler) http.Handler {
 				return
 			case errors.As(err, &refused):
 				s.metrics.operatorIdentityRefusals.WithLabelValues(refused.Reason).Inc()
-				s.log.WarnContext(r.Context(), "operator service-account token refused", "reason", refused.Reason,
-					"detail", refused.Detail, "remote_addr", remoteHost(r))
+				if ok, suppressed := s.refusalLogs.Allow(refused.Reason); ok {
+					s.log.WarnContext(r.Context(), "operator service-account token refused", "reason", refused.Reason,
+						"detail", logcap.Cut(refused.Detail, 4*logcap.MaxBytes), "remote_addr", remoteHost(r),
+						"suppressed", suppressed)
+				}
 			default:
 				s.metrics.operatorIdentityRefusals.WithLabelValues("issuer_unavailable").Inc()
-				s.log.ErrorContext(r.Context(), "operator service-account token not verified", "err", err,
-					"remote_addr", remoteHost(r))
+				if ok, suppressed := s.refusalLogs.Allow("issuer_unavailable"); ok {
+					s.log.ErrorContext(r.Context(), "operator service-account token not verified", "err", err,
+						"remote_addr", remoteHost(r), "suppressed", suppressed)
+				}
 				s.writeError(w, r, errOperatorIdentityUnavailable)
 				return
 			}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/terdut-server/terdut-server/internal/logcap"
 	"github.com/terdut-server/terdut-server/internal/opjwt"
 	"github.com/terdut-server/terdut-server/internal/optoken"
 	"github.com/terdut-server/terdut-server/internal/store"
@@ -103,7 +104,8 @@ type server struct {
 	crossOrigin *http.CrossOriginProtection
 	addresses   *addressLimiter
 	checks      *checkSlots
-	cookieName  string // of the session cookie
+	cookieName  string         // of the session cookie
+	refusalLogs *logcap.PerKey // bounds the lines refusals on the operator endpoints write, by reason
 }
 
 // NewServer returns the HTTP handler for every endpoint (see routes.go).
@@ -140,6 +142,7 @@ func NewServer(st Store, opts Options) http.Handler {
 		s.opts.Registry, s.opts.Gatherer = reg, reg
 	}
 	s.metrics = newMetrics(s.opts.Registry, st)
+	s.refusalLogs = logcap.NewPerKey(refusalLogPeriod)
 	s.addresses = newAddressLimiter(opts.LoginRatePerAddress, maxTrackedAddresses)
 	if s.opts.PasswordChecks <= 0 {
 		s.opts.PasswordChecks = runtime.GOMAXPROCS(0)
@@ -153,8 +156,8 @@ func NewServer(st Store, opts Options) http.Handler {
 	s.checks = newCheckSlots(s.opts.PasswordChecks, s.opts.PasswordCheckWait, s.opts.Registry)
 	if opts.OIDC != nil && opts.OIDC.Issuer != "" {
 		redirect := opts.PublicURL.JoinPath("/auth/oidc/callback").String()
-		s.oidc = newOIDCClient(*opts.OIDC, redirect)
-		go s.oidc.checkAtStart(s.log)
+		s.oidc = newOIDCClient(*opts.OIDC, redirect, s.log)
+		s.oidc.checkAtStart()
 	}
 	return s.routes()
 }

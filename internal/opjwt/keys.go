@@ -14,10 +14,12 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-jose/go-jose/v4"
 
+	"github.com/terdut-server/terdut-server/internal/logcap"
 	"github.com/terdut-server/terdut-server/internal/secretfile"
 )
 
@@ -28,95 +30,144 @@ const maxDocBytes = 1 << 20
 const maxKeyAge = time.Hour
 
 // keySet is the issuer's signing keys, fetched through its discovery document and
-// refetched when a token names a key it does not hold, at most once per MinRefresh.
+// refetched when a token names a key it does not hold, at most once per MinRefresh. No lock
+// is held across a fetch: the keys are read from an atomic pointer, so a token of a known key
+// never waits for one, however long the issuer takes to answer.
 type keySet struct {
-	cfg Config
+	cfg   Config
+	state atomic.Pointer[keyState] // never nil
 
-	mu        sync.Mutex // held across a fetch, so concurrent unknown keys cause one
-	jwksURL   string     // from the discovery document; "" until read, or after a failure
+	mu     sync.Mutex    // guards flight alone, never held across a fetch
+	flight chan struct{} // closed when the fetch in progress ends; nil when none is
+}
+
+// keyState is what the last fetch left: replaced whole, never changed.
+type keyState struct {
+	jwksURL   string // from the discovery document; "" until read, or after a failure
 	keys      []jose.JSONWebKey
-	lastFetch time.Time // the last try, successful or not
+	lastFetch time.Time // the end of the last try, successful or not
 	lastErr   error     // of the last try: while it is recent, a key not held is the issuer's outage, not the token's fault
 }
 
-func newKeySet(cfg Config) *keySet { return &keySet{cfg: cfg} }
+func newKeySet(cfg Config) *keySet {
+	ks := &keySet{cfg: cfg}
+	ks.state.Store(&keyState{})
+	return ks
+}
+
+// joinWait bounds how long a token whose key is not held waits for a fetch in progress:
+// past it the issuer is unavailable for this request (the operator retries), and the fetch
+// goes on for the next ones.
+const joinWait = 2 * time.Second
 
 // lookup returns the issuer's keys that may have signed a token with this kid and alg:
 // those with the kid (every key when the token names none). When it holds none it refetches
 // the JWKS, unless it tried less than MinRefresh ago; keys older than maxKeyAge are
-// refetched too (so that a key the issuer dropped stops being trusted), and kept while the
-// issuer cannot be reached.
+// refetched too (so that a key the issuer dropped stops being trusted), in the background
+// and kept while the issuer cannot be reached.
 func (ks *keySet) lookup(ctx context.Context, kid string, alg jose.SignatureAlgorithm) ([]jose.JSONWebKey, error) {
-	ks.mu.Lock()
-	found, fetch, err := ks.cached(kid, alg)
-	ks.mu.Unlock()
+	st := ks.state.Load()
+	found, fetch, err := st.cached(kid, alg, ks.cfg.MinRefresh)
 	if !fetch {
 		return found, err
 	}
-	// The token file is read before taking the lock: a slow or odd file must not hold up
-	// every request that verifies a token with a known key.
-	auth := ks.authToken()
-	ks.mu.Lock()
-	defer ks.mu.Unlock()
-	if found, fetch, err = ks.cached(kid, alg); !fetch { // fetched meanwhile by another request
-		return found, err
-	}
-	if err := ks.refresh(ctx, auth); err != nil {
-		ks.cfg.Logger.WarnContext(ctx, "cannot read the operator identity issuer's keys", "issuer", ks.cfg.Issuer, "err", err)
-		if len(found) > 0 {
-			return found, nil
-		}
-		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
-	}
-	if found := matching(ks.keys, kid, alg); len(found) > 0 {
+	done := ks.refreshAfter(st)
+	if len(found) > 0 { // stale keys: good until the fetch says otherwise
 		return found, nil
 	}
-	return nil, refuse(ReasonUnknownKey, "the issuer has no key %q for %s", kid, alg)
+	t := time.NewTimer(joinWait)
+	defer t.Stop()
+	select {
+	case <-done:
+		return ks.state.Load().answer(kid, alg)
+	case <-t.C:
+		return nil, fmt.Errorf("%w: the issuer has not answered within %s", ErrUnavailable, joinWait)
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, ctx.Err())
+	}
+}
+
+// answer is the keys for kid and alg after a fetch: none held means the issuer's outage if
+// the fetch failed, else the token's unknown key.
+func (st *keyState) answer(kid string, alg jose.SignatureAlgorithm) ([]jose.JSONWebKey, error) {
+	if found := matching(st.keys, kid, alg); len(found) > 0 {
+		return found, nil
+	}
+	if st.lastErr != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUnavailable, st.lastErr)
+	}
+	return nil, refuse(ReasonUnknownKey, "the issuer has no key %q for %s", logcap.String(kid), alg)
 }
 
 // fetchTimeout bounds one read of the discovery document and the JWKS.
 const fetchTimeout = 10 * time.Second
 
-// refresh fetches the JWKS and, when that works, holds its keys; its caller logs a failure.
-// The fetch does not end with the request that caused it: its outcome is every request's
-// until the next try, so a client that hangs up must not make it an issuer's failure.
-// ks.mu must be held.
-func (ks *keySet) refresh(ctx context.Context, auth bearer) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fetchTimeout)
-	defer cancel()
-	ks.lastFetch = time.Now()
-	keys, err := ks.fetch(ctx, auth)
-	ks.lastErr = err
-	if err != nil {
-		return err
+// refreshAfter starts a fetch of the keys unless one is in progress or one ended since seen
+// was read, and returns a channel closed when the keys newer than seen are there.
+func (ks *keySet) refreshAfter(seen *keyState) <-chan struct{} {
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	if ks.flight != nil {
+		return ks.flight
 	}
-	ks.keys = keys
-	ks.cfg.Logger.InfoContext(ctx, "read the operator identity issuer's keys", "issuer", ks.cfg.Issuer, "keys", len(keys))
-	return nil
+	if ks.state.Load() != seen {
+		return closed
+	}
+	done := make(chan struct{})
+	ks.flight = done
+	go ks.refresh(seen, done)
+	return done
+}
+
+var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// refresh fetches the JWKS and, when that works, holds its keys, then closes done. The fetch
+// has its own deadline and no request's context: its outcome is every request's until the
+// next try, so a client that hangs up must not make it an issuer's failure. The token file is
+// read here, outside any lock, so a slow or odd file holds up only the fetch.
+func (ks *keySet) refresh(old *keyState, done chan struct{}) {
+	ctx, cancel := context.WithTimeout(context.Background(), fetchTimeout)
+	defer cancel()
+	next := &keyState{jwksURL: old.jwksURL, keys: old.keys}
+	next.jwksURL, next.lastErr = ks.fetch(ctx, ks.authToken(), next)
+	next.lastFetch = time.Now()
+	if next.lastErr != nil {
+		ks.cfg.Logger.WarnContext(ctx, "cannot read the operator identity issuer's keys", "issuer", ks.cfg.Issuer, "err", next.lastErr)
+	} else {
+		ks.cfg.Logger.InfoContext(ctx, "read the operator identity issuer's keys", "issuer", ks.cfg.Issuer, "keys", len(next.keys))
+	}
+	ks.state.Store(next)
+	ks.mu.Lock()
+	ks.flight = nil
+	ks.mu.Unlock()
+	close(done)
 }
 
 // warm fetches the keys ahead of the first token, so that a wrong issuer, CA or token file
 // can be reported at start rather than at the operator's first claim.
 func (ks *keySet) warm(ctx context.Context) error {
-	auth := ks.authToken()
-	ks.mu.Lock()
-	defer ks.mu.Unlock()
-	return ks.refresh(ctx, auth)
+	done := ks.refreshAfter(ks.state.Load())
+	select {
+	case <-done:
+		return ks.state.Load().lastErr
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // cached returns the held keys for kid and alg, and whether they must be fetched (with the
-// keys to fall back on); when not, found and err are the answer. ks.mu must be held.
-func (ks *keySet) cached(kid string, alg jose.SignatureAlgorithm) (found []jose.JSONWebKey, fetch bool, err error) {
-	found = matching(ks.keys, kid, alg)
-	stale := time.Since(ks.lastFetch) >= maxKeyAge
+// keys to fall back on); when not, found and err are the answer.
+func (st *keyState) cached(kid string, alg jose.SignatureAlgorithm, minRefresh time.Duration) (found []jose.JSONWebKey, fetch bool, err error) {
+	found = matching(st.keys, kid, alg)
+	stale := time.Since(st.lastFetch) >= maxKeyAge
 	if len(found) > 0 && !stale {
 		return found, false, nil
 	}
-	if time.Since(ks.lastFetch) < ks.cfg.MinRefresh {
-		if ks.lastErr != nil {
-			return nil, false, fmt.Errorf("%w: the last try failed less than %s ago: %v", ErrUnavailable, ks.cfg.MinRefresh, ks.lastErr)
+	if time.Since(st.lastFetch) < minRefresh {
+		if st.lastErr != nil {
+			return nil, false, fmt.Errorf("%w: the last try failed less than %s ago: %v", ErrUnavailable, minRefresh, st.lastErr)
 		}
-		return nil, false, refuse(ReasonUnknownKey, "the issuer has no key %q for %s", kid, alg)
+		return nil, false, refuse(ReasonUnknownKey, "the issuer has no key %q for %s", logcap.String(kid), alg)
 	}
 	return found, true, nil
 }
@@ -144,33 +195,34 @@ func keyFits(k jose.JSONWebKey, alg jose.SignatureAlgorithm) bool {
 	return false
 }
 
-// fetch reads the discovery document (once, and again after a failure) and then the JWKS.
-func (ks *keySet) fetch(ctx context.Context, auth bearer) ([]jose.JSONWebKey, error) {
-	if ks.jwksURL == "" {
+// fetch reads the discovery document (once, and again after a failure) and then the JWKS
+// into next.keys; it returns the jwks_uri to use next time ("" after a failure).
+func (ks *keySet) fetch(ctx context.Context, auth bearer, next *keyState) (string, error) {
+	jwksURL := next.jwksURL
+	if jwksURL == "" {
 		var doc struct {
 			Issuer  string `json:"issuer"`
 			JWKSURI string `json:"jwks_uri"`
 		}
 		discovery := strings.TrimSuffix(ks.cfg.Issuer, "/") + "/.well-known/openid-configuration"
 		if err := ks.getJSON(ctx, discovery, auth, &doc); err != nil {
-			return nil, err
+			return "", err
 		}
 		if doc.Issuer != ks.cfg.Issuer {
-			return nil, fmt.Errorf("the discovery document names the issuer %q, want %q", truncate(doc.Issuer, 256), ks.cfg.Issuer)
+			return "", fmt.Errorf("the discovery document names the issuer %q, want %q", logcap.String(doc.Issuer), ks.cfg.Issuer)
 		}
 		u, err := url.Parse(doc.JWKSURI)
 		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-			return nil, fmt.Errorf("the discovery document's jwks_uri %q is not an absolute URL", truncate(doc.JWKSURI, 256))
+			return "", fmt.Errorf("the discovery document's jwks_uri %q is not an absolute URL", logcap.String(doc.JWKSURI))
 		}
 		if !secureOrLoopback(u) {
-			return nil, fmt.Errorf("the discovery document's jwks_uri %q is plain http to a host that is not a loopback address", truncate(doc.JWKSURI, 256))
+			return "", fmt.Errorf("the discovery document's jwks_uri %q is plain http to a host that is not a loopback address", logcap.String(doc.JWKSURI))
 		}
-		ks.jwksURL = doc.JWKSURI
+		jwksURL = doc.JWKSURI
 	}
 	var set jose.JSONWebKeySet
-	if err := ks.getJSON(ctx, ks.jwksURL, auth, &set); err != nil {
-		ks.jwksURL = ""
-		return nil, err
+	if err := ks.getJSON(ctx, jwksURL, auth, &set); err != nil {
+		return "", err
 	}
 	var keys []jose.JSONWebKey
 	for _, k := range set.Keys {
@@ -178,7 +230,8 @@ func (ks *keySet) fetch(ctx context.Context, auth bearer) ([]jose.JSONWebKey, er
 			keys = append(keys, k)
 		}
 	}
-	return keys, nil
+	next.keys = keys
+	return jwksURL, nil
 }
 
 func (ks *keySet) getJSON(ctx context.Context, target string, auth bearer, v any) error {

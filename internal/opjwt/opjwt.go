@@ -20,6 +20,8 @@ import (
 
 	"github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
+
+	"github.com/terdut-server/terdut-server/internal/logcap"
 )
 
 // Leeway is the clock skew allowed on exp, nbf and iat.
@@ -81,7 +83,8 @@ const (
 )
 
 // RefusedError says why a token does not prove the operator. Its message never holds the
-// token.
+// token, and quotes at most logcap.MaxBytes of each value the token names (a kid, a subject),
+// so that it can go into a log line whoever sent it.
 type RefusedError struct {
 	Reason string // one of the Reason* constants
 	Detail string
@@ -216,7 +219,7 @@ func (v *Verifier) Verify(ctx context.Context, token string) (Identity, error) {
 		}
 	}
 	if !verified {
-		return Identity{}, refuse(ReasonSignature, "the signature does not verify with the issuer's key %q", h.KeyID)
+		return Identity{}, refuse(ReasonSignature, "the signature does not verify with the issuer's key %q", logcap.String(h.KeyID))
 	}
 	if err := v.checkClaims(c, time.Now()); err != nil {
 		return Identity{}, err
@@ -257,7 +260,7 @@ func (v *Verifier) checkClaims(c claims, now time.Time) error {
 		return refuse(ReasonLifetime, "the token lives %s (exp - iat), more than %s", life, MaxLifetime)
 	}
 	if !slices.Contains(v.cfg.Subjects, c.Subject) {
-		return refuse(ReasonSubject, "the subject %q is not allowed", truncate(c.Subject, 256))
+		return refuse(ReasonSubject, "the subject %q is not allowed", logcap.String(c.Subject))
 	}
 	return nil
 }
@@ -267,11 +270,4 @@ func notBefore(c claims) time.Time {
 		return c.NotBefore.Time()
 	}
 	return c.IssuedAt.Time()
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return strings.ToValidUTF8(s[:n], "") + "…"
 }

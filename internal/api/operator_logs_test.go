@@ -1,0 +1,168 @@
+package api_test
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"encoding/json"
+	"math"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+
+	"github.com/terdut-server/terdut-server/internal/apitest"
+	"github.com/terdut-server/terdut-server/internal/satest"
+)
+
+// refusalLines returns the log lines of refused service-account tokens for reason.
+func refusalLines(t *testing.T, srv *apitest.Server, reason string) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, line := range strings.Split(srv.Logs.String(), "\n") {
+		if !strings.Contains(line, "operator service-account token refused") {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		if m["reason"] == reason {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// TestOperatorIdentity_RefusalLogsBounded: anonymous callers of the operator endpoints
+// cannot inflate the log. A kid of 11 KiB (about the most a 16 KiB token holds) makes a line
+// of bounded size; a flood of refusals writes at most a line a second for its reason, each
+// saying how many it held back, while another reason's refusal is still logged and the
+// metrics count every refusal.
+func TestOperatorIdentity_RefusalLogsBounded(t *testing.T) {
+	is := satest.New(t, satest.Options{})
+	srv := identityServer(t, is, false)
+	stranger, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("LongKID", func(t *testing.T) {
+		kid := strings.Repeat("k", 11<<10)
+		token := satest.SignWith(t, jose.ES256, stranger, kid, is.Payload(opClaims("p")))
+		if resp := claim(t, srv, token); resp.Status != http.StatusUnauthorized {
+			t.Fatalf("got %d %s, want 401", resp.Status, resp.Body)
+		}
+		lines := refusalLines(t, srv, "unknown_key")
+		if len(lines) != 1 {
+			t.Fatalf("refusal lines: got %d, want 1", len(lines))
+		}
+		for _, line := range strings.Split(srv.Logs.String(), "\n") {
+			if len(line) > 1024 {
+				t.Errorf("a log line of %d bytes, want at most 1 KiB: %.200s…", len(line), line)
+			}
+		}
+		if strings.Contains(srv.Logs.String(), kid[:256]) {
+			t.Error("the log quotes 256 bytes of the caller's kid, want at most 128")
+		}
+	})
+
+	t.Run("Flood", func(t *testing.T) {
+		c := opClaims("p")
+		c.Audience = []string{"https://kubernetes.default.svc"}
+		flood := is.Sign(t, c)
+		expired := opClaims("p")
+		now := time.Now()
+		expired.IssuedAt, expired.NotBefore, expired.Expiry = now.Add(-time.Hour), now.Add(-time.Hour), now.Add(-2*time.Minute)
+
+		const n = 400
+		var sent atomic.Int64
+		start := time.Now()
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Go(func() {
+				for sent.Add(1) <= n {
+					if resp, err := srv.Do(apitest.Request{Method: http.MethodPost, Path: "/api/bootstrap", Bearer: flood}); err != nil || resp.Status != http.StatusUnauthorized {
+						t.Errorf("got %d %v, want 401", resp.Status, err)
+						return
+					}
+				}
+			})
+		}
+		// Another reason, amid the flood: not hidden by it.
+		if resp := claim(t, srv, is.Sign(t, expired)); resp.Status != http.StatusUnauthorized {
+			t.Errorf("expired: got %d %s, want 401", resp.Status, resp.Body)
+		}
+		wg.Wait()
+		elapsed := time.Since(start)
+		lines := refusalLines(t, srv, "audience")
+		if bound := 1 + int(math.Ceil(elapsed.Seconds())); len(lines) < 1 || len(lines) > bound {
+			t.Errorf("lines for %d refusals in %s: got %d, want 1 to %d (one a second)", n, elapsed, len(lines), bound)
+		}
+		if got := len(refusalLines(t, srv, "expired")); got != 1 {
+			t.Errorf("the expired token amid the flood: got %d lines, want 1", got)
+		}
+		if got := metric(t, srv, `terdut_operator_identity_refusals_total{reason="audience"}`); got != n {
+			t.Errorf("metric: got %v refusals, want every one of the %d", got, n)
+		}
+
+		// Once a second has passed, the next refusal's line says how many were held back:
+		// the lines and their counts account for every refusal.
+		total := n
+		deadline := time.Now().Add(30 * time.Second)
+		for len(refusalLines(t, srv, "audience")) == len(lines) {
+			if time.Now().After(deadline) {
+				t.Fatal("no refusal logged again within 30s")
+			}
+			time.Sleep(100 * time.Millisecond)
+			claim(t, srv, flood)
+			total++
+		}
+		counted := 0
+		for _, l := range refusalLines(t, srv, "audience") {
+			s, ok := l["suppressed"].(float64)
+			if !ok {
+				t.Fatalf("line %v: no suppressed count", l)
+			}
+			counted += 1 + int(s)
+		}
+		if counted != total {
+			t.Errorf("lines plus the refusals they say were held back: got %d, want the %d refusals", counted, total)
+		}
+	})
+}
+
+// TestOperatorIdentity_UnavailableLogsBounded: while the issuer's keys cannot be read, every
+// service-account token answers 503, and the log gets at most a line a second of it, not an
+// ERROR a request.
+func TestOperatorIdentity_UnavailableLogsBounded(t *testing.T) {
+	is := satest.New(t, satest.Options{Bearer: "only-for-the-right-caller"})
+	srv := identityServer(t, is, false)
+	token := is.Sign(t, opClaims("p"))
+	const n = 100
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for range n / 4 {
+				if resp, err := srv.Do(apitest.Request{Method: http.MethodPost, Path: "/api/bootstrap", Bearer: token}); err != nil || resp.Status != http.StatusServiceUnavailable {
+					t.Errorf("got %d %v, want 503", resp.Status, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	lines := strings.Count(srv.Logs.String(), `"level":"ERROR"`)
+	if bound := 1 + int(math.Ceil(elapsed.Seconds())); lines < 1 || lines > bound {
+		t.Errorf("ERROR lines for %d requests in %s: got %d, want 1 to %d (one a second)", n, elapsed, lines, bound)
+	}
+	if got := metric(t, srv, `terdut_operator_identity_refusals_total{reason="issuer_unavailable"}`); got != n {
+		t.Errorf("metric: got %v, want every one of the %d", got, n)
+	}
+}
