@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -95,6 +96,7 @@ func (s *server) handleAPIKeyCreate() http.Handler {
 			s.writeError(w, r, err)
 			return
 		}
+		s.audit(r, store.Event{Event: "api_key.created", TargetID: id, Detail: keyDetail(k)})
 		w.Header().Set("Cache-Control", "no-store")
 		writeJSON(w, http.StatusCreated, toAPIKeyJSON(k, secret))
 	})
@@ -130,6 +132,16 @@ func (s *server) handleAPIKeyDelete() http.Handler {
 			s.writeError(w, r, err)
 			return
 		}
+		s.audit(r, store.Event{Event: "api_key.revoked", TargetID: id, Detail: "key " + strconv.FormatInt(keyID, 10)})
 		w.WriteHeader(http.StatusNoContent)
 	})
+}
+
+// keyDetail describes a new key for the audit: its id, name and expiry, never its secret.
+func keyDetail(k store.APIKey) string {
+	d := "key " + strconv.FormatInt(k.ID, 10) + " " + strconv.Quote(clipInput(k.Name))
+	if k.ExpiresAt != nil {
+		d += ", expires " + k.ExpiresAt.UTC().Format(time.RFC3339)
+	}
+	return d
 }

@@ -93,6 +93,10 @@ func (s *server) requireOperator(open bool, next http.Handler) http.Handler {
 			return
 		}
 		token, _ := bearerToken(r)
+		reason := "missing_token"
+		if token != "" {
+			reason = "wrong_token"
+		}
 		if token != "" && tokens.Check(token) {
 			next.ServeHTTP(w, withOperator(r, operatorProof{Method: store.AuthOperatorToken}))
 			return
@@ -106,6 +110,7 @@ func (s *server) requireOperator(open bool, next http.Handler) http.Handler {
 				return
 			case errors.As(err, &refused):
 				s.metrics.operatorIdentityRefusals.WithLabelValues(refused.Reason).Inc()
+				reason = "service_account_" + refused.Reason
 				s.log.WarnContext(r.Context(), "operator service-account token refused", "reason", refused.Reason,
 					"detail", refused.Detail, "remote_addr", remoteHost(r))
 			default:
@@ -117,6 +122,7 @@ func (s *server) requireOperator(open bool, next http.Handler) http.Handler {
 			}
 		}
 		s.metrics.operatorAuthFailures.Inc()
+		s.event(r, "operator.refused", outcomeRefused, slog.String("reason", reason))
 		s.writeError(w, r, errBadOperatorToken)
 	})
 }

@@ -64,9 +64,7 @@ func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		return
 	}
 	e := s.classify(err)
-	if e.failure() {
-		s.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
-	}
+	s.logFailure(r, e, err)
 	setRetryAfter(w, e.RetryAfter)
 	s.renderPage(w, e.Status, "error.html", &pageData{Error: e.Message})
 }

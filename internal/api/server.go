@@ -45,13 +45,16 @@ type Store interface {
 
 	SaveOIDCLogin(ctx context.Context, state string, l store.OIDCLogin, ttl time.Duration, gate store.Gate, limit int) (int, error)
 	TakeOIDCLogin(ctx context.Context, state string, gate store.Gate) (store.OIDCLogin, error)
-	SignInSSO(ctx context.Context, id store.SSOIdentity, ttl time.Duration, gate store.Gate) (store.User, store.Session, bool, error)
+	SignInSSO(ctx context.Context, id store.SSOIdentity, ttl time.Duration, gate store.Gate) (store.SSOSignIn, error)
 	DeprovisionSSOUser(ctx context.Context, issuer, subject string) (store.Deprovisioned, error)
 	RenameSSOUser(ctx context.Context, id int64, issuer, subject, username string) (store.User, error)
 
 	Bootstrap(ctx context.Context) (store.BootstrapStatus, error)
 	Claim(ctx context.Context, who store.AuditInfo) (store.ClaimResult, error)
 	Reset(ctx context.Context, who store.AuditInfo, limit store.RateLimit) (store.ResetResult, error)
+
+	AppendEvent(ctx context.Context, e store.Event) error
+	Events(ctx context.Context, q store.EventQuery) ([]store.Event, error)
 }
 
 // Options configures the API.
@@ -68,6 +71,7 @@ type Options struct {
 	OIDC             *OIDCOptions    // nil: single sign-on off
 	Passwords        *Passwords
 	Logger           *slog.Logger
+	AccessLog        bool // a line in Logger for every request
 	Registry         prometheus.Registerer
 	Gatherer         prometheus.Gatherer
 
@@ -100,6 +104,7 @@ type server struct {
 	addresses   *addressLimiter
 	checks      *checkSlots
 	cookieName  string // of the session cookie
+	overloadLog everySecond
 }
 
 // NewServer returns the HTTP handler for every endpoint (see routes.go).
