@@ -21,7 +21,7 @@ func accessLog(log *slog.Logger, method, route string, c *requestContext, took t
 	log.LogAttrs(context.Background(), slog.LevelInfo, "request",
 		slog.String("method", method), slog.String("route", route), slog.Int("status", c.w.status),
 		slog.Float64("duration_ms", float64(took.Microseconds())/1000), slog.Int64("user_id", c.p.User.ID),
-		slog.String("request_id", c.id))
+		slog.String("request_id", c.id[0]))
 }
 
 // maxRequestIDBytes bounds an X-Request-Id taken from a client.

@@ -38,7 +38,7 @@ type requestContext struct {
 	routing *chi.Context
 	w       statusWriter
 	p       principal // the zero principal until requireUser sets it
-	id      string    // the request's id: the client's X-Request-Id, or one made here
+	id      [1]string // the request's id: the client's X-Request-Id, or one made here
 }
 
 type requestKey struct{}
@@ -59,8 +59,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	routing.Reset()
 	routing.Routes = h.mux
 	c := &requestContext{Context: r.Context(), routing: routing, w: statusWriter{ResponseWriter: w, status: http.StatusOK},
-		id: h.ids.of(r)}
-	w.Header()["X-Request-Id"] = []string{c.id}
+		id: [1]string{h.ids.of(r)}}
+	// The answer names the request; its header value is the id's own array, not a slice made
+	// for it (a Header's values are replaced or appended to, never written in place).
+	w.Header()["X-Request-Id"] = c.id[:]
 	h.mux.ServeHTTP(&c.w, r.WithContext(c))
 	route, took := routing.RoutePattern(), time.Since(start)
 	h.metrics.observe(route, r.Method, c.w.status, took)
@@ -83,7 +85,7 @@ func withPrincipal(r *http.Request, p principal) {
 // requestID returns the id of the request whose context ctx is, or "" outside a request.
 func requestID(ctx context.Context) string {
 	if c, ok := ctx.Value(requestKey{}).(*requestContext); ok {
-		return c.id
+		return c.id[0]
 	}
 	return ""
 }

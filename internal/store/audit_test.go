@@ -67,6 +67,7 @@ func TestEvents_AppendOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
 	if _, err := tx.Exec(ctx, `SELECT set_config('terdut.audit_retention', '2 days', true)`); err != nil {
 		t.Fatal(err)
 	}
