@@ -49,6 +49,8 @@ type Config struct {
 	SSOAPIKeyMaxTTL   time.Duration
 	SSOKeySignIn      time.Duration
 	SweepInterval     time.Duration
+	AuditRetention    time.Duration
+	AccessLog         bool
 	LogLevel          slog.Level
 	ShutdownTimeout   time.Duration
 }
@@ -88,7 +90,9 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 	fs.IntVar(&c.APIKeysPerUser, "api-keys-per-user", 100, "live API keys one user may hold")
 	fs.DurationVar(&c.SSOAPIKeyMaxTTL, "sso-api-key-max-ttl", 2160*time.Hour, "longest life of an API key of a single sign-on person, from their last single sign-on")
 	fs.DurationVar(&c.SSOKeySignIn, "sso-key-sign-in-window", 15*time.Minute, "how recent a single sign-on must be for its session to create an API key")
-	fs.DurationVar(&c.SweepInterval, "sweep-interval", 15*time.Minute, "how often to delete dead sessions, keys and sign-ins")
+	fs.DurationVar(&c.SweepInterval, "sweep-interval", 15*time.Minute, "how often to delete dead sessions, keys and sign-ins, and audit events past --audit-retention")
+	fs.DurationVar(&c.AuditRetention, "audit-retention", 8760*time.Hour, "how long the audit of administrative actions keeps a row (at least 24h); 0: for ever")
+	fs.BoolVar(&c.AccessLog, "access-log", true, "log a line for every request")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 20*time.Second, "how long to drain requests on SIGTERM")
 	if err := fs.Parse(args); err != nil {
@@ -153,6 +157,9 @@ func (c Config) validate() error {
 	}
 	if c.SweepInterval < time.Second {
 		problems = append(problems, "--sweep-interval: use at least 1s")
+	}
+	if c.AuditRetention != 0 && c.AuditRetention < 24*time.Hour {
+		problems = append(problems, fmt.Sprintf("--audit-retention %s: use 0 (keep every row) or at least 24h", c.AuditRetention))
 	}
 	if c.LoginRatePerIP < 0 {
 		problems = append(problems, fmt.Sprintf("--login-rate-per-ip %d: use 0 (no limit) or more", c.LoginRatePerIP))

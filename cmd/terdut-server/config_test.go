@@ -27,7 +27,7 @@ func defaultConfig() (Config, string) {
 		LogLevel: slog.LevelInfo, ShutdownTimeout: 20 * time.Second,
 		OperatorOIDC:     OperatorOIDCConfig{Audience: "terdut-server", TokenFile: defaultServiceAccountTokenFile},
 		OIDCPendingLimit: 10000, APIKeysPerUser: 100, SSOAPIKeyMaxTTL: 2160 * time.Hour, SweepInterval: 15 * time.Minute,
-		LoginRatePerIP: 20, SSOKeySignIn: 15 * time.Minute}, "http://localhost:8080"
+		LoginRatePerIP: 20, SSOKeySignIn: 15 * time.Minute, AuditRetention: 8760 * time.Hour, AccessLog: true}, "http://localhost:8080"
 }
 
 func TestParseConfig(t *testing.T) {
@@ -43,6 +43,11 @@ func TestParseConfig(t *testing.T) {
 		want func(c *Config, publicURL *string)
 	}{
 		{name: "Defaults", env: env{"TERDUT_DATABASE_URL": testDB}},
+		{name: "AuditSettings", args: []string{"--audit-retention", "0"},
+			env:  env{"TERDUT_DATABASE_URL": testDB, "TERDUT_ACCESS_LOG": "false", "TERDUT_AUDIT_RETENTION": "48h"},
+			want: func(c *Config, _ *string) { c.AccessLog, c.AuditRetention = false, 0 }},
+		{name: "AuditSettingsEnv", env: env{"TERDUT_DATABASE_URL": testDB, "TERDUT_AUDIT_RETENTION": "48h"},
+			want: func(c *Config, _ *string) { c.AuditRetention = 48 * time.Hour }},
 		{name: "Flags", args: []string{"--database-url", testDB, "--listen", "127.0.0.1:9000",
 			"--public-url", "https://terdut.example.com/", "--bootstrap-gate=false", "--operator-token-file", "/run/token",
 			"--bootstrap-reset-limit", "2", "--bootstrap-reset-window", "10m", "--password-login=false",
@@ -171,6 +176,7 @@ func TestParseConfig_Invalid(t *testing.T) {
 		{name: "ErrUnknownFlag", args: []string{"--no-such-setting"}, env: db, want: []string{"-no-such-setting"}},
 		{name: "ErrArgument", args: []string{"--listen", ":1", "extra"}, env: db, want: []string{`unexpected argument "extra"`}},
 		{name: "ErrFlagValue", args: []string{"--session-ttl", "forever"}, env: db, want: []string{"-session-ttl", "forever"}},
+		{name: "ErrAuditRetention", args: []string{"--audit-retention", "1h"}, env: db, want: []string{"--audit-retention 1h0m0s", "at least 24h"}},
 		{name: "ErrEnvDuration", env: env{"TERDUT_DATABASE_URL": testDB, "TERDUT_SESSION_TTL": "forever"}, want: []string{"TERDUT_SESSION_TTL", "forever"}},
 		{name: "ErrEnvBool", env: env{"TERDUT_DATABASE_URL": testDB, "TERDUT_BOOTSTRAP_GATE": "maybe"}, want: []string{"TERDUT_BOOTSTRAP_GATE", "maybe"}},
 		{name: "ErrEnvInt", env: env{"TERDUT_DATABASE_URL": testDB, "TERDUT_PASSWORD_HASH_COST": "high"}, want: []string{"TERDUT_PASSWORD_HASH_COST"}},

@@ -24,6 +24,7 @@ func startHousekeeping(ctx context.Context, st *store.Store, cfg Config, log *sl
 		defer tick.Stop()
 		for {
 			housekeep(ctx, st, cfg.SSOAPIKeyMaxTTL, cfg.LoginLimitWindow, log)
+			sweepAudit(ctx, st, cfg.AuditRetention, log)
 			select {
 			case <-ctx.Done():
 				return
@@ -56,5 +57,20 @@ func housekeep(ctx context.Context, st *store.Store, ssoKeyTTL, loginWindow time
 	if res != (store.SweepResult{}) {
 		log.Info("housekeeping: swept dead rows", "sessions", res.Sessions, "api_keys", res.APIKeys,
 			"oidc_logins", res.OIDCLogins, "login_attempts", res.LoginAttempts)
+	}
+}
+
+// sweepAudit deletes the audit events older than --audit-retention (0: none), the only
+// deletion audit_events allows.
+func sweepAudit(ctx context.Context, st *store.Store, retention time.Duration, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(ctx, housekeepingTimeout)
+	defer cancel()
+	n, err := st.SweepEvents(ctx, retention)
+	if err != nil && ctx.Err() == nil {
+		log.Warn("housekeeping: sweeping the audit past --audit-retention failed", "err", err)
+	}
+	if n > 0 {
+		log.Info("housekeeping: deleted audit events older than --audit-retention", "audit_events", n,
+			"audit_retention", retention.String())
 	}
 }

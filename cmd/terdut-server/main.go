@@ -4,6 +4,8 @@
 //	terdut-server migrate [flags]             apply database migrations and exit
 //	terdut-server bootstrap status|claim|reset [flags]
 //	                                          act on the bootstrap claim directly in the database
+//	terdut-server audit [flags] [actor=ID] [event=NAME] [limit=N] [before=ID]
+//	                                          print the audit of administrative actions
 package main
 
 import (
@@ -44,10 +46,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		err = migrate(ctx, args, getenv, stdout, stderr)
 	case "bootstrap":
 		err = bootstrap(ctx, args, getenv, stdout, stderr)
+	case "audit":
+		err = audit(ctx, args, getenv, stdout, stderr)
 	case "help":
-		fmt.Fprintln(stdout, "usage: terdut-server [serve|migrate|bootstrap status|claim|reset] [flags]; -h lists the flags")
+		fmt.Fprintln(stdout, "usage: terdut-server [serve|migrate|bootstrap status|claim|reset|audit] [flags]; -h lists the flags")
 	default:
-		err = fmt.Errorf("unknown command %q: use serve, migrate or bootstrap", cmd)
+		err = fmt.Errorf("unknown command %q: use serve, migrate, bootstrap or audit", cmd)
 	}
 	// -h printed the flags, as asked: that is not a failure.
 	if errors.Is(err, flag.ErrHelp) {

@@ -388,7 +388,7 @@ func TestServe_Refuses(t *testing.T) {
 func TestRun_Commands(t *testing.T) {
 	t.Run("ErrUnknown", func(t *testing.T) {
 		r := runCmd(t, env{}, "frobnicate")
-		if r.Err == nil || !strings.Contains(r.Err.Error(), `unknown command "frobnicate": use serve, migrate or bootstrap`) {
+		if r.Err == nil || !strings.Contains(r.Err.Error(), `unknown command "frobnicate": use serve, migrate, bootstrap or audit`) {
 			t.Errorf("got %v, want an unknown command error", r.Err)
 		}
 	})

@@ -3,10 +3,12 @@ package api
 import (
 	"context"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
 
+	"github.com/terdut-server/terdut-server/internal/logcap"
 	"github.com/terdut-server/terdut-server/internal/store"
 )
 
@@ -103,6 +105,7 @@ func (s *server) handleAPIKeyCreate() http.Handler {
 			s.writeError(w, r, err)
 			return
 		}
+		s.audit(r, store.Event{Event: "api_key.created", TargetID: id, Detail: keyDetail(k)})
 		w.Header().Set("Cache-Control", "no-store")
 		writeJSON(w, http.StatusCreated, toAPIKeyJSON(k, secret))
 	})
@@ -160,6 +163,16 @@ func (s *server) handleAPIKeyDelete() http.Handler {
 			s.writeError(w, r, err)
 			return
 		}
+		s.audit(r, store.Event{Event: "api_key.revoked", TargetID: id, Detail: "key " + strconv.FormatInt(keyID, 10)})
 		w.WriteHeader(http.StatusNoContent)
 	})
+}
+
+// keyDetail describes a new key for the audit: its id, name and expiry, never its secret.
+func keyDetail(k store.APIKey) string {
+	d := "key " + strconv.FormatInt(k.ID, 10) + " " + strconv.Quote(logcap.String(k.Name))
+	if k.ExpiresAt != nil {
+		d += ", expires " + k.ExpiresAt.UTC().Format(time.RFC3339)
+	}
+	return d
 }

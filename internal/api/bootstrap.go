@@ -2,6 +2,7 @@ package api
 
 import (
 	"errors"
+	"log/slog"
 	"net"
 	"net/http"
 
@@ -45,7 +46,8 @@ func (s *server) handleBootstrapClaim() http.Handler {
 			s.writeError(w, r, err)
 			return
 		}
-		s.log.InfoContext(r.Context(), "install claimed", "generation", res.Generation,
+		s.log.InfoContext(r.Context(), "install claimed", "event", "bootstrap.claim", "outcome", outcomeSucceeded,
+			"request_id", requestID(r.Context()), "generation", res.Generation,
 			"principal_id", res.Principal.ID, "remote_addr", remoteHost(r), "operator", proof)
 		w.Header().Set("Cache-Control", "no-store")
 		writeJSON(w, http.StatusCreated, response{User: toUserJSON(res.Principal),
@@ -67,7 +69,8 @@ func (s *server) handleBootstrapReset() http.Handler {
 			return
 		}
 		s.metrics.resets.Inc()
-		s.log.WarnContext(r.Context(), "bootstrap claim reset", "generation", res.Generation,
+		s.log.WarnContext(r.Context(), "bootstrap claim reset", "event", "bootstrap.reset", "outcome", outcomeSucceeded,
+			"request_id", requestID(r.Context()), "generation", res.Generation,
 			"revoked_api_keys", res.RevokedAPIKeys, "revoked_sessions", res.RevokedSessions, "remote_addr", remoteHost(r),
 			"operator", proof)
 		w.Header().Set("Cache-Control", "no-store")
@@ -79,6 +82,11 @@ func (s *server) handleBootstrapReset() http.Handler {
 // refusePending answers a sign-in refused by the gate: a page for browsers, JSON for clients.
 func (s *server) refusePending(w http.ResponseWriter, r *http.Request, method string) {
 	s.metrics.signinRefused.WithLabelValues(method, "bootstrap_pending").Inc()
+	name := "login.password.refused"
+	if method == "oidc" {
+		name = "login.sso.refused"
+	}
+	s.event(r, name, outcomeRefused, slog.String("reason", "bootstrap_pending"))
 	if wantsHTML(r) {
 		w.Header().Set("Retry-After", "10")
 		s.renderPage(w, http.StatusServiceUnavailable, "pending.html", nil)

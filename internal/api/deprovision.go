@@ -3,6 +3,8 @@ package api
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net/http"
 
 	"github.com/terdut-server/terdut-server/internal/store"
 )
@@ -19,8 +21,10 @@ func (e *groupRefusal) Unwrap() error { return errGroupNotAllowed }
 // disarmRefused acts on a refused sign-in: when the provider vouched for the person but their
 // groups no longer admit them, it revokes their sessions and API keys and drops them to member
 // (store.DeprovisionSSOUser), and says so in the log. It returns an error only when that
-// failed; any other refusal, or a person who never signed in here, needs nothing.
-func (s *server) disarmRefused(ctx context.Context, refusal error) error {
+// failed; any other refusal, or a person who never signed in here, needs nothing. A client
+// that goes away must not stop the revocation half-way: it runs to the end regardless.
+func (s *server) disarmRefused(r *http.Request, refusal error) error {
+	ctx := context.WithoutCancel(r.Context())
 	var gr *groupRefusal
 	if !errors.As(refusal, &gr) {
 		return nil
@@ -34,8 +38,11 @@ func (s *server) disarmRefused(ctx context.Context, refusal error) error {
 	}
 	if d.WasAdmin || d.RevokedAPIKeys > 0 || d.RevokedSessions > 0 {
 		s.log.WarnContext(ctx, "single sign-on refused this person for their groups: revoked their sessions and API keys",
-			"user_id", d.UserID, "was_admin", d.WasAdmin, "revoked_api_keys", d.RevokedAPIKeys,
-			"revoked_sessions", d.RevokedSessions)
+			"event", "user.deprovisioned", "user_id", d.UserID, "was_admin", d.WasAdmin, "revoked_api_keys", d.RevokedAPIKeys,
+			"revoked_sessions", d.RevokedSessions, "request_id", requestID(ctx))
+		s.audit(r, store.Event{Event: "user.deprovisioned", ActorKind: store.ActorKindProvider, ActorName: gr.issuer,
+			TargetID: d.UserID, Detail: fmt.Sprintf("was admin: %v; revoked %d API keys, %d sessions",
+				d.WasAdmin, d.RevokedAPIKeys, d.RevokedSessions)})
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"math"
 	"net/http"
@@ -33,7 +34,13 @@ var (
 		Message: "You may not do this: only admins manage other users."}
 	errBootstrapPending = &apiError{Status: http.StatusServiceUnavailable, Code: "bootstrap_pending",
 		Message: "terdut-server is still being set up by its operator; try again shortly.", RetryAfter: 10 * time.Second}
+	// errCanceled answers a request whose client hung up before its answer was ready: nobody
+	// reads it, but the metrics and the access log count it as 499, not as the server's failure.
+	errCanceled = &apiError{Status: statusClientClosed, Code: "canceled", Message: "The request was canceled."}
 )
+
+// statusClientClosed is the status of a request its client canceled, as nginx logs it.
+const statusClientClosed = 499
 
 type errorBody struct {
 	Error string `json:"error"`
@@ -44,10 +51,7 @@ type errorBody struct {
 // server errors are logged with their cause and tell the client only "internal error".
 func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	e := s.classify(err)
-	if e.failure() {
-		s.log.ErrorContext(r.Context(), "request failed", "method", logcap.String(r.Method), "path", logcap.String(r.URL.Path),
-			"status", e.Status, "err", err)
-	}
+	s.logFailure(r, e, err)
 	setRetryAfter(w, e.RetryAfter)
 	if e.Status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="terdut-server"`)
@@ -56,9 +60,23 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 // failure reports whether e is the server's failure, worth an ERROR in the log, rather than
-// a refusal it means to give (the gate) however often it is asked.
+// a refusal it means to give however often it is asked: the gate, and the back-pressure of
+// the password checks (counted in the metrics; checkPassword logs it once a second).
 func (e *apiError) failure() bool {
-	return e.Status >= 500 && e.Code != "bootstrap_pending" && !e.logged
+	return e.Status >= 500 && e.Code != "bootstrap_pending" && e.Code != "overloaded" && !e.logged
+}
+
+// logFailure logs an error answer that is worth a line: the server's failures at ERROR with
+// their cause, and a request canceled by its client at INFO.
+func (s *server) logFailure(r *http.Request, e *apiError, err error) {
+	switch {
+	case e.Status == statusClientClosed:
+		s.log.InfoContext(r.Context(), "request canceled by its client", "method", logcap.String(r.Method),
+			"path", logcap.String(r.URL.Path), "request_id", requestID(r.Context()), "err", err)
+	case e.failure():
+		s.log.ErrorContext(r.Context(), "request failed", "method", logcap.String(r.Method), "path", logcap.String(r.URL.Path),
+			"status", e.Status, "request_id", requestID(r.Context()), "err", err)
+	}
 }
 
 // setRetryAfter tells the client when to try again, in whole seconds rounded up; nothing for 0.
@@ -72,6 +90,8 @@ func (s *server) classify(err error) *apiError {
 	var ae *apiError
 	var rl *store.RateLimitedError
 	switch {
+	case errors.Is(err, context.Canceled):
+		return errCanceled
 	case errors.As(err, &ae):
 		return ae
 	case errors.Is(err, store.ErrTooManyAPIKeys):

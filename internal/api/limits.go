@@ -152,13 +152,16 @@ type checkSlots struct {
 	maxWaiting int64
 	waiting    atomic.Int64
 	inFlight   prometheus.Gauge
+	refused    prometheus.Counter
 }
 
 func newCheckSlots(n int, wait time.Duration, reg prometheus.Registerer) *checkSlots {
 	c := &checkSlots{slots: make(chan struct{}, n), wait: wait, maxWaiting: int64(32 * n),
 		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{Name: "terdut_password_checks_in_flight",
-			Help: "Password checks (bcrypt) running now on this replica."})}
-	reg.MustRegister(c.inFlight)
+			Help: "Password checks (bcrypt) running now on this replica."}),
+		refused: prometheus.NewCounter(prometheus.CounterOpts{Name: "terdut_password_checks_refused_total",
+			Help: "Password checks refused with 503 overloaded: no check slot was free in time."})}
+	reg.MustRegister(c.inFlight, c.refused)
 	return c
 }
 
@@ -193,9 +196,19 @@ func (c *checkSlots) release() {
 }
 
 // checkPassword checks password against hash (see Passwords.Check) in a check slot. It returns
-// errOverloaded, having checked nothing, when no slot is free in time.
+// errOverloaded, having checked nothing, when no slot is free in time, or the context's error
+// when the client went while it waited. A refusal is expected back-pressure, not a failure:
+// it is counted, and logged at most once a second on this replica, with how many it stands for.
 func (s *server) checkPassword(ctx context.Context, hash, password string) (bool, error) {
 	if !s.checks.acquire(ctx) {
+		if err := ctx.Err(); err != nil {
+			return false, err
+		}
+		s.checks.refused.Inc()
+		if ok, held := s.overloadLog.Allow(); ok {
+			s.log.WarnContext(ctx, "password checks overloaded: refusing sign-ins with 503 overloaded (logged at most once a second)",
+				"password_checks", s.opts.PasswordChecks, "refused_since_last_line", held+1)
+		}
 		return false, errOverloaded
 	}
 	defer s.checks.release()

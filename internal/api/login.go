@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"strings"
 	"time"
@@ -31,9 +32,7 @@ func (s *server) handleLogin() http.Handler {
 		fail := func(err error) {
 			if form {
 				e := s.classify(err)
-				if e.Status >= 500 {
-					s.log.ErrorContext(r.Context(), "request failed", "method", logcap.String(r.Method), "path", logcap.String(r.URL.Path), "err", err)
-				}
+				s.logFailure(r, e, err)
 				setRetryAfter(w, e.RetryAfter)
 				s.renderLogin(w, r, e)
 				return
@@ -70,6 +69,7 @@ func (s *server) handleLogin() http.Handler {
 			return
 		case errors.As(err, &limited):
 			s.metrics.signinRefused.WithLabelValues("password", "rate_limited").Inc()
+			s.event(r, "login.locked_out", outcomeRefused, slog.String("username", logcap.String(name)))
 			fail(err)
 			return
 		case err != nil && !errors.Is(err, store.ErrNotFound):
@@ -92,6 +92,7 @@ func (s *server) handleLogin() http.Handler {
 		// request: nothing more to write.
 		if !ok {
 			s.metrics.signinRefused.WithLabelValues("password", "invalid_credentials").Inc()
+			s.event(r, "login.password.failed", outcomeFailed, slog.String("username", logcap.String(name)))
 			fail(errBadCredentials)
 			return
 		}
@@ -105,6 +106,7 @@ func (s *server) handleLogin() http.Handler {
 		case errors.Is(err, store.ErrNotFound):
 			// The password changed (or the user went) while it was being checked.
 			s.metrics.signinRefused.WithLabelValues("password", "invalid_credentials").Inc()
+			s.event(r, "login.password.failed", outcomeFailed, slog.String("username", logcap.String(name)))
 			fail(errBadCredentials)
 			return
 		case err != nil:
@@ -119,6 +121,7 @@ func (s *server) handleLogin() http.Handler {
 		}
 		s.setSessionCookie(w, sess)
 		s.metrics.signins.WithLabelValues("password").Inc()
+		s.eventBy(r, userActor(u), "login.password.succeeded", outcomeSucceeded, target(u))
 		if form {
 			http.Redirect(w, r, "/", http.StatusSeeOther)
 			return

@@ -84,7 +84,7 @@ func newMetrics(reg prometheus.Registerer, st Store) *metrics {
 
 // observe counts and times a request under its chi route pattern ("" when no route
 // matched).
-func (m *metrics) observe(route, method string, status int, start time.Time) {
+func (m *metrics) observe(route, method string, status int, took time.Duration) {
 	if route == "" {
 		route = "unmatched"
 	}
@@ -95,7 +95,7 @@ func (m *metrics) observe(route, method string, status int, start time.Time) {
 	}
 	hs := m.httpSeries(seriesKey{route: route, method: method, status: status})
 	hs.requests.Inc()
-	hs.duration.Observe(time.Since(start).Seconds())
+	hs.duration.Observe(took.Seconds())
 }
 
 // httpSeries returns the series of requests with these labels, making them the first time.

@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"errors"
+	"log/slog"
 	"maps"
 	"net/http"
 	"regexp"
@@ -92,16 +93,16 @@ func (s *server) handleOIDCCallback() http.Handler {
 			return
 		}
 		if err != nil {
-			// A client that goes away must not stop the revocation half-way.
-			if derr := s.disarmRefused(context.WithoutCancel(r.Context()), err); derr != nil {
+			if derr := s.disarmRefused(r, err); derr != nil {
 				s.fail(w, r, derr)
 				return
 			}
 			s.metrics.signinRefused.WithLabelValues("oidc", s.classify(err).Code).Inc()
+			s.event(r, "login.sso.refused", outcomeRefused, slog.String("reason", s.classify(err).Code))
 			s.fail(w, r, err)
 			return
 		}
-		u, sess, created, err := s.store.SignInSSO(r.Context(), id, s.opts.SessionTTL, store.Gate(s.opts.Gate))
+		si, err := s.store.SignInSSO(r.Context(), id, s.opts.SessionTTL, store.Gate(s.opts.Gate))
 		if errors.Is(err, store.ErrBootstrapPending) {
 			s.refusePending(w, r, "oidc")
 			return
@@ -110,9 +111,9 @@ func (s *server) handleOIDCCallback() http.Handler {
 			s.fail(w, r, err)
 			return
 		}
-		if created {
-			s.log.InfoContext(r.Context(), "user provisioned by single sign-on", "user_id", sess.UserID, "role", id.Role)
-		} else {
+		u, sess := si.User, si.Session
+		s.ssoEvents(r, id.Issuer, si)
+		if !si.Created {
 			s.followProviderUsername(r.Context(), u, id)
 		}
 		s.setSessionCookie(w, sess)

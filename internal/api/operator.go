@@ -100,6 +100,10 @@ func (s *server) requireOperator(open bool, next http.Handler) http.Handler {
 			return
 		}
 		token, _ := bearerToken(r)
+		reason := "missing_token"
+		if token != "" {
+			reason = "wrong_token"
+		}
 		if token != "" && tokens.Check(token) {
 			next.ServeHTTP(w, withOperator(r, operatorProof{Method: store.AuthOperatorToken}))
 			return
@@ -113,6 +117,7 @@ func (s *server) requireOperator(open bool, next http.Handler) http.Handler {
 				return
 			case errors.As(err, &refused):
 				s.metrics.operatorIdentityRefusals.WithLabelValues(refused.Reason).Inc()
+				reason = "service_account_" + refused.Reason
 				if ok, suppressed := s.refusalLogs.Allow(refused.Reason); ok {
 					s.log.WarnContext(r.Context(), "operator service-account token refused", "reason", refused.Reason,
 						"detail", logcap.Cut(refused.Detail, 4*logcap.MaxBytes), "remote_addr", remoteHost(r),
@@ -129,6 +134,7 @@ func (s *server) requireOperator(open bool, next http.Handler) http.Handler {
 			}
 		}
 		s.metrics.operatorAuthFailures.Inc()
+		s.event(r, "operator.refused", outcomeRefused, slog.String("reason", reason))
 		s.writeError(w, r, errBadOperatorToken)
 	})
 }

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/terdut-server/terdut-server/internal/logcap"
 	"github.com/terdut-server/terdut-server/internal/store"
 )
 
@@ -65,9 +64,7 @@ func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		return
 	}
 	e := s.classify(err)
-	if e.failure() {
-		s.log.ErrorContext(r.Context(), "request failed", "method", logcap.String(r.Method), "path", logcap.String(r.URL.Path), "err", err)
-	}
+	s.logFailure(r, e, err)
 	setRetryAfter(w, e.RetryAfter)
 	s.renderPage(w, e.Status, "error.html", &pageData{Error: e.Message})
 }

@@ -153,6 +153,7 @@ func (s *server) handlePasswordSet() http.Handler {
 			s.writeError(w, r, err)
 			return
 		}
+		s.audit(r, store.Event{Event: "user.password_set", TargetID: id, TargetName: target.Username})
 		w.WriteHeader(http.StatusNoContent)
 	})
 }

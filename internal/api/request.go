@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 	"sync"
 	"time"
@@ -15,10 +16,14 @@ type handler struct {
 	mux     *chi.Mux
 	metrics *metrics
 	routing sync.Pool // of *chi.Context, reused as chi.Mux reuses its own
+	// access, when not nil, gets a line for every request (see accessLog).
+	access *slog.Logger
+	ids    *requestIDs
 }
 
 func newHandler(mux *chi.Mux, m *metrics) *handler {
-	return &handler{mux: mux, metrics: m, routing: sync.Pool{New: func() any { return chi.NewRouteContext() }}}
+	return &handler{mux: mux, metrics: m, routing: sync.Pool{New: func() any { return chi.NewRouteContext() }},
+		ids: newRequestIDs()}
 }
 
 // requestContext is a request's context, made once for it: chi's routing state, the status
@@ -33,6 +38,7 @@ type requestContext struct {
 	routing *chi.Context
 	w       statusWriter
 	p       principal // the zero principal until requireUser sets it
+	id      [1]string // the request's id: the client's X-Request-Id, or one made here
 }
 
 type requestKey struct{}
@@ -52,9 +58,17 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	routing := h.routing.Get().(*chi.Context)
 	routing.Reset()
 	routing.Routes = h.mux
-	c := &requestContext{Context: r.Context(), routing: routing, w: statusWriter{ResponseWriter: w, status: http.StatusOK}}
+	c := &requestContext{Context: r.Context(), routing: routing, w: statusWriter{ResponseWriter: w, status: http.StatusOK},
+		id: [1]string{h.ids.of(r)}}
+	// The answer names the request; its header value is the id's own array, not a slice made
+	// for it (a Header's values are replaced or appended to, never written in place).
+	w.Header()["X-Request-Id"] = c.id[:]
 	h.mux.ServeHTTP(&c.w, r.WithContext(c))
-	h.metrics.observe(routing.RoutePattern(), r.Method, c.w.status, start)
+	route, took := routing.RoutePattern(), time.Since(start)
+	h.metrics.observe(route, r.Method, c.w.status, took)
+	if h.access != nil {
+		accessLog(h.access, r.Method, route, c, took)
+	}
 	// As chi.Mux does with its own: a handler must not keep the routing state past its
 	// return (chi.Context's Clone is for that).
 	h.routing.Put(routing)
@@ -66,4 +80,12 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // by the handler that routes(); requireUser cannot run without one.
 func withPrincipal(r *http.Request, p principal) {
 	r.Context().Value(requestKey{}).(*requestContext).p = p
+}
+
+// requestID returns the id of the request whose context ctx is, or "" outside a request.
+func requestID(ctx context.Context) string {
+	if c, ok := ctx.Value(requestKey{}).(*requestContext); ok {
+		return c.id[0]
+	}
+	return ""
 }

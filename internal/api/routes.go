@@ -56,6 +56,11 @@ func (s *server) routes() http.Handler {
 		// Admins only.
 		r.With(s.requireAdmin).Method(http.MethodGet, "/api/users", s.handleUserList())
 		r.With(s.requireAdmin).Method(http.MethodPost, "/api/users", s.handleUserCreate())
+		r.With(s.requireAdmin).Method(http.MethodGet, "/api/audit", s.handleAudit())
 	})
-	return newHandler(r, s.metrics)
+	h := newHandler(r, s.metrics)
+	if s.opts.AccessLog {
+		h.access = s.log
+	}
+	return h
 }

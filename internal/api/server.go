@@ -46,13 +46,16 @@ type Store interface {
 
 	SaveOIDCLogin(ctx context.Context, state string, l store.OIDCLogin, ttl time.Duration, gate store.Gate, limit int) (int, error)
 	TakeOIDCLogin(ctx context.Context, state string, gate store.Gate) (store.OIDCLogin, error)
-	SignInSSO(ctx context.Context, id store.SSOIdentity, ttl time.Duration, gate store.Gate) (store.User, store.Session, bool, error)
+	SignInSSO(ctx context.Context, id store.SSOIdentity, ttl time.Duration, gate store.Gate) (store.SSOSignIn, error)
 	DeprovisionSSOUser(ctx context.Context, issuer, subject string) (store.Deprovisioned, error)
 	RenameSSOUser(ctx context.Context, id int64, issuer, subject, username string) (store.User, error)
 
 	Bootstrap(ctx context.Context) (store.BootstrapStatus, error)
 	Claim(ctx context.Context, who store.AuditInfo) (store.ClaimResult, error)
 	Reset(ctx context.Context, who store.AuditInfo, limit store.RateLimit) (store.ResetResult, error)
+
+	AppendEvent(ctx context.Context, e store.Event) error
+	Events(ctx context.Context, q store.EventQuery) ([]store.Event, error)
 }
 
 // Options configures the API.
@@ -69,6 +72,7 @@ type Options struct {
 	OIDC             *OIDCOptions    // nil: single sign-on off
 	Passwords        *Passwords
 	Logger           *slog.Logger
+	AccessLog        bool // a line in Logger for every request
 	Registry         prometheus.Registerer
 	Gatherer         prometheus.Gatherer
 
@@ -104,8 +108,9 @@ type server struct {
 	crossOrigin *http.CrossOriginProtection
 	addresses   *addressLimiter
 	checks      *checkSlots
-	cookieName  string         // of the session cookie
-	refusalLogs *logcap.PerKey // bounds the lines refusals on the operator endpoints write, by reason
+	cookieName  string          // of the session cookie
+	refusalLogs *logcap.PerKey  // bounds the lines refusals on the operator endpoints write, by reason
+	overloadLog *logcap.Limiter // bounds the lines of refused password checks
 }
 
 // NewServer returns the HTTP handler for every endpoint (see routes.go).
@@ -143,6 +148,7 @@ func NewServer(st Store, opts Options) http.Handler {
 	}
 	s.metrics = newMetrics(s.opts.Registry, st)
 	s.refusalLogs = logcap.NewPerKey(refusalLogPeriod)
+	s.overloadLog = logcap.NewLimiter(time.Second)
 	s.addresses = newAddressLimiter(opts.LoginRatePerAddress, maxTrackedAddresses)
 	if s.opts.PasswordChecks <= 0 {
 		s.opts.PasswordChecks = runtime.GOMAXPROCS(0)

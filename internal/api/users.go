@@ -85,6 +85,7 @@ func (s *server) handleUserCreate() http.Handler {
 			s.writeError(w, r, err)
 			return
 		}
+		s.audit(r, store.Event{Event: "user.created", TargetID: u.ID, TargetName: u.Username, Detail: "role " + string(u.Role)})
 		writeJSON(w, http.StatusCreated, toUserJSON(u))
 	})
 }
@@ -100,6 +101,7 @@ func (s *server) handleUserDelete() http.Handler {
 			s.writeError(w, r, err)
 			return
 		}
+		s.audit(r, store.Event{Event: "user.deleted", TargetID: id})
 		w.WriteHeader(http.StatusNoContent)
 	})
 }

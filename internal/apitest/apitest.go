@@ -52,8 +52,8 @@ func OpenStore(tb testing.TB, url string) *store.Store {
 
 // NewServer starts an instance on its own listener and store (its own pool) over the
 // database at dbURL. mutate, if not nil, adjusts the options before the server is built.
-// By default the gate is on, password sign-in is on (at bcrypt's minimum cost), and the
-// operator token is OperatorToken, written to a file in a temporary directory. A password check
+// By default the gate is on, password sign-in is on (at bcrypt's minimum cost), the access
+// log is on (as it is in production), and the operator token is OperatorToken, written to a file in a temporary directory. A password check
 // waits up to 30s for a free slot (production: 1s), so that a burst of sign-ins on a busy test
 // machine is not refused as overloaded unless a test asks for that.
 func NewServer(tb testing.TB, dbURL string, mutate func(*api.Options)) *Server {
@@ -71,8 +71,8 @@ func NewServer(tb testing.TB, dbURL string, mutate func(*api.Options)) *Server {
 	logs := &SyncBuffer{}
 	opts := api.Options{PublicURL: public, Gate: true, PasswordLogin: true, SessionTTL: time.Hour,
 		OperatorTokens: TokenFile(tb, OperatorToken), Passwords: passwords, PasswordCheckWait: 30 * time.Second,
-		ResetLimit: store.RateLimit{Max: 5, Window: time.Minute},
-		Logger:     slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+		ResetLimit: store.RateLimit{Max: 5, Window: time.Minute}, AccessLog: true,
+		Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
 	if mutate != nil {
 		mutate(&opts)
 	}

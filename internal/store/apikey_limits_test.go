@@ -14,7 +14,7 @@ func mustSSOUser(tb testing.TB, st *store.Store, subject string, role store.Role
 	tb.Helper()
 	id := ssoIdentity(subject)
 	id.Role = role
-	u, _, _, err := st.SignInSSO(context.Background(), id, time.Hour, store.GateOff)
+	u, _, _, err := splitSSO(st.SignInSSO(context.Background(), id, time.Hour, store.GateOff))
 	if err != nil {
 		tb.Fatalf("sign in %s: %v", subject, err)
 	}

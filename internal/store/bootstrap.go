@@ -161,7 +161,10 @@ func appendAudit(ctx context.Context, tx pgx.Tx, action string, who AuditInfo, g
 	_, err := tx.Exec(ctx, `INSERT INTO bootstrap_audit (action, actor, remote_addr, generation, state, detail,
 		auth_method, subject, pod) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
 		action, who.Actor, who.RemoteAddr, gen, st, detail, who.Method, clip(who.Subject, 512), clip(who.Pod, 512))
-	return wrap(err, "write audit")
+	if err != nil {
+		return wrap(err, "write audit")
+	}
+	return appendClaimEvent(ctx, tx, action, who, gen, st, detail)
 }
 
 // clip cuts s to at most n bytes on a character boundary.

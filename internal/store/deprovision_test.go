@@ -14,8 +14,8 @@ func TestDeprovisionSSOUser(t *testing.T) {
 	st := mustStore(t)
 	ada := mustSSOUser(t, st, "sso-ada", store.RoleAdmin)
 	_, adaKey := mustKey(t, st, ada.ID)
-	_, _, _, err := st.SignInSSO(ctx, store.SSOIdentity{Issuer: ada.OIDCIssuer, Subject: ada.OIDCSubject,
-		Usernames: []string{"ada"}, Role: store.RoleAdmin}, time.Hour, store.GateOff)
+	_, _, _, err := splitSSO(st.SignInSSO(ctx, store.SSOIdentity{Issuer: ada.OIDCIssuer, Subject: ada.OIDCSubject,
+		Usernames: []string{"ada"}, Role: store.RoleAdmin}, time.Hour, store.GateOff))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -74,3 +74,8 @@ func mustCount(tb testing.TB, st *store.Store, sql string, args ...any) int {
 	}
 	return n
 }
+
+// splitSSO spreads SignInSSO's answer into the user, the session and whether it was created.
+func splitSSO(si store.SSOSignIn, err error) (store.User, store.Session, bool, error) {
+	return si.User, si.Session, si.Created, err
+}

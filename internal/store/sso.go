@@ -25,16 +25,26 @@ type SSOIdentity struct {
 // maxUsernameSuffix bounds the search for a free username for a new SSO user.
 const maxUsernameSuffix = 100
 
+// SSOSignIn is what a single sign-on did: the person, their new session, whether they were
+// provisioned by it, and the role they had before it (their role now when provisioned).
+type SSOSignIn struct {
+	User         User
+	Session      Session
+	Created      bool
+	PreviousRole Role
+}
+
 // SignInSSO finds the user with this (issuer, subject), or creates one (createSSOUser), and
 // signs them in, in one transaction. With the gate on it returns ErrBootstrapPending and
 // creates neither user nor session while the install is unclaimed; the decision is taken under
 // the same share lock as CreateSession's. An existing user's e-mail and role follow the provider,
 // and the time of the sign-in is recorded: their API keys live at most APIKeyLimits.SSOMaxTTL
 // past it.
-func (s *Store) SignInSSO(ctx context.Context, id SSOIdentity, ttl time.Duration, gate Gate) (User, Session, bool, error) {
+func (s *Store) SignInSSO(ctx context.Context, id SSOIdentity, ttl time.Duration, gate Gate) (SSOSignIn, error) {
 	var u User
 	var sess Session
 	var created bool
+	var previous Role
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		// The gate's share lock and the lookup travel in one round trip; if the gate is
 		// closed, the transaction rolls back and the lookup's update is undone.
@@ -45,10 +55,13 @@ func (s *Store) SignInSSO(ctx context.Context, id SSOIdentity, ttl time.Duration
 			batch.Queue(`SELECT state = 'complete' FROM bootstrap_state FOR SHARE`).
 				QueryRow(func(row pgx.Row) error { return row.Scan(&open) })
 		}
-		batch.Queue(`UPDATE users u SET email = $3, role = $4, last_sso_at = now()
-			WHERE oidc_issuer = $1 AND oidc_subject = $2 RETURNING `+userColumns,
+		batch.Queue(`WITH old AS (
+				SELECT id, role FROM users WHERE oidc_issuer = $1 AND oidc_subject = $2 FOR NO KEY UPDATE
+			)
+			UPDATE users u SET email = $3, role = $4, last_sso_at = now() FROM old WHERE u.id = old.id
+			RETURNING `+userColumns+`, old.role`,
 			id.Issuer, id.Subject, id.Email, id.Role).
-			QueryRow(func(row pgx.Row) error { u, err = scanUser(row); return nil })
+			QueryRow(func(row pgx.Row) error { u, err = scanUser(row, &previous); return nil })
 		if berr := tx.SendBatch(ctx, batch).Close(); berr != nil {
 			return wrap(berr, "find SSO user")
 		}
@@ -57,6 +70,7 @@ func (s *Store) SignInSSO(ctx context.Context, id SSOIdentity, ttl time.Duration
 		}
 		if errors.Is(err, ErrNotFound) {
 			u, created, err = createSSOUser(ctx, tx, id)
+			previous = u.Role
 		}
 		if err != nil {
 			return wrap(err, "find SSO user")
@@ -65,9 +79,9 @@ func (s *Store) SignInSSO(ctx context.Context, id SSOIdentity, ttl time.Duration
 		return err
 	})
 	if err != nil {
-		return User{}, Session{}, false, err
+		return SSOSignIn{}, err
 	}
-	return u, sess, created, nil
+	return SSOSignIn{User: u, Session: sess, Created: created, PreviousRole: previous}, nil
 }
 
 // createSSOUser provisions a person on first sign-in. Usernames already taken, including

@@ -18,7 +18,7 @@ func TestSSO_Rename(t *testing.T) {
 	claim := mustClaim(t, st)
 	signIn := func(t *testing.T, subject string) store.User {
 		t.Helper()
-		u, _, _, err := st.SignInSSO(ctx, ssoIdentity(subject), time.Hour, store.GateOn)
+		u, _, _, err := splitSSO(st.SignInSSO(ctx, ssoIdentity(subject), time.Hour, store.GateOn))
 		if err != nil {
 			t.Fatal(err)
 		}

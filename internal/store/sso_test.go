@@ -20,7 +20,7 @@ func TestSSO_SignIn(t *testing.T) {
 
 	t.Run("ErrBootstrapPending", func(t *testing.T) {
 		st := mustStore(t)
-		_, _, _, err := st.SignInSSO(ctx, ssoIdentity("alice"), time.Hour, store.GateOn)
+		_, _, _, err := splitSSO(st.SignInSSO(ctx, ssoIdentity("alice"), time.Hour, store.GateOn))
 		if !errors.Is(err, store.ErrBootstrapPending) {
 			t.Fatalf("got %v, want %v", err, store.ErrBootstrapPending)
 		}
@@ -32,11 +32,11 @@ func TestSSO_SignIn(t *testing.T) {
 	t.Run("OK", func(t *testing.T) {
 		st := mustStore(t)
 		mustClaim(t, st)
-		u, sess, created, err := st.SignInSSO(ctx, ssoIdentity("alice"), time.Hour, store.GateOn)
+		u, sess, created, err := splitSSO(st.SignInSSO(ctx, ssoIdentity("alice"), time.Hour, store.GateOn))
 		if err != nil || !created || u.Username != "alice" || u.Kind != store.KindHuman || sess.UserID != u.ID {
 			t.Fatalf("first sign-in: got %+v, %+v, created %v, %v; want a new human alice with a session", u, sess, created, err)
 		}
-		again, _, created, err := st.SignInSSO(ctx, ssoIdentity("alice"), time.Hour, store.GateOn)
+		again, _, created, err := splitSSO(st.SignInSSO(ctx, ssoIdentity("alice"), time.Hour, store.GateOn))
 		if err != nil || created || again.ID != u.ID {
 			t.Fatalf("second sign-in: got %+v, created %v, %v; want the same user %d", again, created, err, u.ID)
 		}
@@ -48,7 +48,7 @@ func TestSSO_SignIn(t *testing.T) {
 		id := ssoIdentity("mallory")
 		id.Usernames = []string{store.PrincipalUsername, "mallory"}
 		id.Role = store.RoleAdmin
-		u, _, _, err := st.SignInSSO(ctx, id, time.Hour, store.GateOn)
+		u, _, _, err := splitSSO(st.SignInSSO(ctx, id, time.Hour, store.GateOn))
 		if err != nil || u.ID == claim.Principal.ID || u.Username != "mallory" {
 			t.Fatalf("got %+v, %v, want a new user mallory, not the principal %d", u, err, claim.Principal.ID)
 		}
@@ -70,7 +70,7 @@ func TestSSO_SignIn(t *testing.T) {
 		for i := range n {
 			wg.Go(func() {
 				<-start
-				u, _, created, err := st.SignInSSO(ctx, ssoIdentity("alice"), time.Hour, store.GateOn)
+				u, _, created, err := splitSSO(st.SignInSSO(ctx, ssoIdentity("alice"), time.Hour, store.GateOn))
 				results[i] = result{u, created, err}
 			})
 		}

@@ -51,10 +51,11 @@ type NewUser struct {
 const userColumns = `u.id, u.username, u.email, u.role, u.kind, coalesce(u.oidc_issuer, ''),
 	coalesce(u.oidc_subject, ''), u.password_hash IS NOT NULL, u.created_at`
 
-func scanUser(row pgx.Row) (User, error) {
+// scanUser scans userColumns, then any columns after them into extra.
+func scanUser(row pgx.Row, extra ...any) (User, error) {
 	var u User
-	err := row.Scan(&u.ID, &u.Username, &u.Email, &u.Role, &u.Kind, &u.OIDCIssuer,
-		&u.OIDCSubject, &u.HasPassword, &u.CreatedAt)
+	err := row.Scan(append([]any{&u.ID, &u.Username, &u.Email, &u.Role, &u.Kind, &u.OIDCIssuer,
+		&u.OIDCSubject, &u.HasPassword, &u.CreatedAt}, extra...)...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return User{}, ErrNotFound
 	}

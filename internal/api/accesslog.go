@@ -1,0 +1,65 @@
+package api
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+)
+
+// accessLog writes the request's access line: method, route pattern (never the raw path, which
+// can hold anything a client typed), status, duration, the principal's id (0: none) and the
+// request's id. It costs what slog costs: the attributes are plain values, passed as they are.
+func accessLog(log *slog.Logger, method, route string, c *requestContext, took time.Duration) {
+	if route == "" {
+		route = "unmatched"
+	}
+	log.LogAttrs(context.Background(), slog.LevelInfo, "request",
+		slog.String("method", method), slog.String("route", route), slog.Int("status", c.w.status),
+		slog.Float64("duration_ms", float64(took.Microseconds())/1000), slog.Int64("user_id", c.p.User.ID),
+		slog.String("request_id", c.id[0]))
+}
+
+// maxRequestIDBytes bounds an X-Request-Id taken from a client.
+const maxRequestIDBytes = 64
+
+// requestIDs names requests: a client's X-Request-Id when it is a plain token of at most
+// maxRequestIDBytes, else this replica's random prefix and a counter.
+type requestIDs struct {
+	prefix string
+	n      atomic.Uint64
+}
+
+func newRequestIDs() *requestIDs {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return &requestIDs{prefix: hex.EncodeToString(b) + "-"}
+}
+
+func (ids *requestIDs) of(r *http.Request) string {
+	if v := r.Header["X-Request-Id"]; len(v) == 1 && validRequestID(v[0]) {
+		return v[0]
+	}
+	var buf [32]byte
+	b := append(buf[:0], ids.prefix...)
+	return string(strconv.AppendUint(b, ids.n.Add(1), 36))
+}
+
+// validRequestID admits 1 to maxRequestIDBytes letters, digits and . _ : - + / =, what
+// request ids made by proxies and clients (UUIDs, base64) are written in.
+func validRequestID(s string) bool {
+	if s == "" || len(s) > maxRequestIDBytes {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !isAlnum(c) && c != '.' && c != '_' && c != ':' && c != '-' && c != '+' && c != '/' && c != '=' {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,171 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// ActorKind is who did an administrative action, as audit_events records it.
+type ActorKind string
+
+// The actors of audit_events: a user (by API key or session), the operator, an administrator
+// at the shell, a migration, or the single sign-on provider (a person provisioned, or their
+// role changed, on its word).
+const (
+	ActorKindUser      ActorKind = "user"
+	ActorKindOperator  ActorKind = "operator"
+	ActorKindCLI       ActorKind = "cli"
+	ActorKindMigration ActorKind = "migration"
+	ActorKindProvider  ActorKind = "provider"
+)
+
+// Event is one row of audit_events, the append-only record of administrative actions.
+type Event struct {
+	ID         int64
+	At         time.Time // set by the database: always the time of the insert
+	Event      string    // a stable name such as "user.created"
+	ActorKind  ActorKind
+	ActorID    int64  // the acting user, for ActorKindUser; 0: none
+	ActorName  string // the acting user's name, the operator's method, the provider's issuer
+	TargetID   int64  // the user acted on; 0: none
+	TargetName string
+	RemoteAddr string
+	RequestID  string
+	Detail     string
+}
+
+// AppendEvent writes e (its ID and At are the database's). Text fields are cut to the
+// columns' bounds, so that caller input can never fail the write.
+func (s *Store) AppendEvent(ctx context.Context, e Event) error {
+	return wrap(insertEvent(ctx, s.pool, e), "write audit event")
+}
+
+type execer interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+func insertEvent(ctx context.Context, db execer, e Event) error {
+	_, err := db.Exec(ctx, `INSERT INTO audit_events (event, actor_kind, actor_id, actor_name, target_id,
+		target_name, remote_addr, request_id, detail) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+		e.Event, e.ActorKind, nullID(e.ActorID), clip(e.ActorName, 512), nullID(e.TargetID), clip(e.TargetName, 512),
+		clip(e.RemoteAddr, 64), clip(e.RequestID, 64), clip(e.Detail, 1024))
+	return err
+}
+
+func nullID(id int64) *int64 {
+	if id == 0 {
+		return nil
+	}
+	return &id
+}
+
+// EventQuery selects audit events, newest first.
+type EventQuery struct {
+	Before    int64     // only events with a smaller ID (the previous page's last); 0: from the newest
+	Limit     int       // at most this many; 0 or less: 50
+	ActorID   int64     // only this user's actions; 0: anyone's
+	ActorKind ActorKind // only this kind of actor; "": any
+	Event     string    // only this event, or those under it when it ends in ".*"; "": all
+}
+
+// Events returns the audit events q selects, newest first.
+func (s *Store) Events(ctx context.Context, q EventQuery) ([]Event, error) {
+	if q.Limit <= 0 {
+		q.Limit = 50
+	}
+	where, args := []string{"TRUE"}, []any{q.Limit}
+	add := func(cond string, v any) {
+		args = append(args, v)
+		where = append(where, fmt.Sprintf(cond, len(args)))
+	}
+	if q.Before > 0 {
+		add("id < $%d", q.Before)
+	}
+	if q.ActorID > 0 {
+		add("actor_id = $%d", q.ActorID)
+	}
+	if q.ActorKind != "" {
+		add("actor_kind = $%d", string(q.ActorKind))
+	}
+	if prefix, ok := strings.CutSuffix(q.Event, "*"); ok {
+		add("starts_with(event, $%d)", prefix)
+	} else if q.Event != "" {
+		add("event = $%d", q.Event)
+	}
+	rows, err := s.pool.Query(ctx, `SELECT id, at, event, actor_kind, coalesce(actor_id, 0), actor_name,
+		coalesce(target_id, 0), target_name, remote_addr, request_id, detail
+		FROM audit_events WHERE `+strings.Join(where, " AND ")+` ORDER BY id DESC LIMIT $1`, args...)
+	if err != nil {
+		return nil, wrap(err, "read audit events")
+	}
+	events, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Event])
+	return events, wrap(err, "read audit events")
+}
+
+// SweepEvents deletes the audit events older than retention, in batches, and returns how many;
+// retention 0 keeps them all. The table's trigger refuses every other deletion (see migration
+// 00009): the transaction names the retention in terdut.audit_retention, and only rows older
+// than it, and than a day, may go.
+func (s *Store) SweepEvents(ctx context.Context, retention time.Duration) (int64, error) {
+	if retention <= 0 {
+		return 0, nil
+	}
+	interval := fmt.Sprintf("%d microseconds", retention.Microseconds())
+	var total int64
+	for {
+		var n int64
+		err := s.inTx(ctx, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `SELECT set_config('terdut.audit_retention', $1, true)`, interval); err != nil {
+				return err
+			}
+			tag, err := tx.Exec(ctx, `DELETE FROM audit_events WHERE id IN (
+				SELECT id FROM audit_events WHERE at < now() - $1::interval
+				ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED)`, interval, sweepBatch)
+			n = tag.RowsAffected()
+			return err
+		})
+		total += n
+		if err != nil {
+			return total, wrap(err, "sweep audit events")
+		}
+		if n < sweepBatch {
+			return total, nil
+		}
+	}
+}
+
+// appendClaimEvent writes the audit_events row of a claim or reset, in the transaction of its
+// bootstrap_audit row; its target is the principal the claim row names.
+func appendClaimEvent(ctx context.Context, tx pgx.Tx, action string, who AuditInfo, gen int64, st State, detail string) error {
+	e := eventOf(action, who, gen, st, detail)
+	_, err := tx.Exec(ctx, `INSERT INTO audit_events (event, actor_kind, actor_name, target_id, target_name,
+		remote_addr, detail) SELECT $1, $2, $3, principal_id, $4, $5, $6 FROM bootstrap_state`,
+		e.Event, e.ActorKind, clip(e.ActorName, 512), PrincipalUsername, clip(e.RemoteAddr, 64), clip(e.Detail, 1024))
+	return wrap(err, "write audit event")
+}
+
+// eventOf is the audit_events row of a claim or reset, written beside its bootstrap_audit row.
+func eventOf(action string, who AuditInfo, gen int64, st State, detail string) Event {
+	e := Event{Event: "bootstrap." + action, RemoteAddr: who.RemoteAddr}
+	switch who.Actor {
+	case ActorOperator:
+		e.ActorKind, e.ActorName = ActorKindOperator, string(who.Method)
+		if who.Subject != "" {
+			e.ActorName += " " + who.Subject
+		}
+	case ActorMigration:
+		e.ActorKind = ActorKindMigration
+	default:
+		e.ActorKind = ActorKindCLI
+	}
+	e.Detail = fmt.Sprintf("generation %d; %s", gen, st)
+	if detail != "" {
+		e.Detail += "; " + detail
+	}
+	return e
+}
