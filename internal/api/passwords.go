@@ -56,9 +56,15 @@ func (p *Passwords) NeedsRehash(hash string) bool {
 
 // rehash stores password, just checked against oldHash, at the configured cost. It is best
 // effort (the sign-in has succeeded either way) and runs to the end even if the client leaves.
+// Like every bcrypt run it takes a check slot; with none free in time it hashes nothing: the
+// next sign-in tries again.
 func (s *server) rehash(ctx context.Context, id int64, oldHash, password string) {
 	ctx = context.WithoutCancel(ctx)
-	hash, err := s.passwords.Hash(password)
+	hash, err := s.hashPassword(ctx, password)
+	if errors.Is(err, errOverloaded) {
+		s.log.DebugContext(ctx, "rehash password at the configured cost: no check slot free, left for a later sign-in", "user_id", id)
+		return
+	}
 	if err == nil {
 		err = s.store.RehashPassword(ctx, id, oldHash, hash)
 	}
@@ -133,7 +139,7 @@ func (s *server) handlePasswordSet() http.Handler {
 				return
 			}
 		}
-		hash, err := s.passwords.Hash(req.Password)
+		hash, err := s.hashPassword(r.Context(), req.Password)
 		if err != nil {
 			s.writeError(w, r, err)
 			return

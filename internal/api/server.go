@@ -104,6 +104,10 @@ type server struct {
 
 // NewServer returns the HTTP handler for every endpoint (see routes.go).
 func NewServer(st Store, opts Options) http.Handler {
+	return newServer(st, opts).routes()
+}
+
+func newServer(st Store, opts Options) *server {
 	s := &server{store: st, opts: opts, log: opts.Logger, passwords: opts.Passwords,
 		crossOrigin: http.NewCrossOriginProtection()}
 	if s.log == nil {
@@ -149,5 +153,5 @@ func NewServer(st Store, opts Options) http.Handler {
 		s.oidc = newOIDCClient(*opts.OIDC, redirect)
 		go s.oidc.checkAtStart(s.log)
 	}
-	return s.routes()
+	return s
 }
