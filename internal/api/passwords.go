@@ -73,16 +73,6 @@ func (s *server) rehash(ctx context.Context, id int64, oldHash, password string)
 	}
 }
 
-// maxPasswordBytes is bcrypt's limit: it reads no further.
-const maxPasswordBytes = 72
-
-func validatePassword(pw string) error {
-	if len(pw) < 8 || len(pw) > maxPasswordBytes {
-		return errBadRequest("invalid_password", "A password is 8 to 72 bytes long.")
-	}
-	return nil
-}
-
 func (s *server) handlePasswordSet() http.Handler {
 	type request struct {
 		Password        string `json:"password"`
