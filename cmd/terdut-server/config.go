@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/terdut-server/terdut-server/internal/opjwt"
 	"github.com/terdut-server/terdut-server/internal/store"
 )
 
@@ -167,6 +168,10 @@ func (c Config) validate() error {
 	if c.OIDCIssuer != "" {
 		if u, err := url.Parse(c.OIDCIssuer); err != nil || u.Scheme == "" || u.Host == "" {
 			problems = append(problems, fmt.Sprintf("--oidc-issuer %q: give the issuer's absolute URL", c.OIDCIssuer))
+		} else if err := opjwt.CheckIssuer(c.OIDCIssuer); err != nil {
+			// The provider's keys decide who signs in, admins included, and the client secret
+			// goes to its token endpoint: the operator issuer's rule, https or loopback.
+			problems = append(problems, fmt.Sprintf("--oidc-issuer %q: %v", c.OIDCIssuer, err))
 		}
 		if c.OIDCClientID == "" {
 			problems = append(problems, "--oidc-issuer is set but --oidc-client-id is not")

@@ -130,6 +130,16 @@ func TestParseConfig(t *testing.T) {
 			want: func(c *Config, _ *string) {
 				c.OIDCIssuer, c.OIDCClientID, c.OIDCClientSecret = "https://idp.example", "terdut", "client-secret-from-env"
 			}},
+		{name: "OIDCIssuerLoopbackHTTP", env: env{"TERDUT_DATABASE_URL": testDB, "TERDUT_OIDC_ISSUER": "http://127.0.0.1:5556/dex",
+			"TERDUT_OIDC_CLIENT_ID": "terdut", "TERDUT_OIDC_CLIENT_SECRET": "s"},
+			want: func(c *Config, _ *string) {
+				c.OIDCIssuer, c.OIDCClientID, c.OIDCClientSecret = "http://127.0.0.1:5556/dex", "terdut", "s"
+			}},
+		{name: "OIDCIssuerLoopbackHTTPv6", env: env{"TERDUT_DATABASE_URL": testDB, "TERDUT_OIDC_ISSUER": "http://[::1]:5556",
+			"TERDUT_OIDC_CLIENT_ID": "terdut", "TERDUT_OIDC_CLIENT_SECRET": "s"},
+			want: func(c *Config, _ *string) {
+				c.OIDCIssuer, c.OIDCClientID, c.OIDCClientSecret = "http://[::1]:5556", "terdut", "s"
+			}},
 		{name: "OIDCSecretFileEnv", env: env{"TERDUT_DATABASE_URL": testDB, "TERDUT_OIDC_ISSUER": "https://idp.example",
 			"TERDUT_OIDC_CLIENT_ID": "terdut", "TERDUT_OIDC_CLIENT_SECRET_FILE": secretFile},
 			want: func(c *Config, _ *string) {
@@ -203,6 +213,14 @@ func TestParseConfig_Invalid(t *testing.T) {
 		{name: "ErrDatabaseURLFileEmpty", env: env{"TERDUT_DATABASE_URL_FILE": emptyFile}, want: []string{"--database-url-file", "is empty"}},
 		{name: "ErrOIDCSecretFileEmpty", args: []string{"--oidc-client-secret-file", emptyFile}, env: oidc, want: []string{"--oidc-client-secret-file", "is empty"}},
 		{name: "ErrOIDCIssuer", args: []string{"--oidc-issuer", "idp.example"}, env: oidc, want: []string{`--oidc-issuer "idp.example"`}},
+		{name: "ErrOIDCIssuerHTTP", args: []string{"--oidc-issuer", "http://idp.example"}, env: oidc,
+			want: []string{`--oidc-issuer "http://idp.example": use https`}},
+		{name: "ErrOIDCIssuerHTTPLocalhostName", args: []string{"--oidc-issuer", "http://localhost:5556"}, env: oidc,
+			want: []string{`--oidc-issuer "http://localhost:5556": use https`}},
+		{name: "ErrOIDCIssuerScheme", args: []string{"--oidc-issuer", "ftp://idp.example"}, env: oidc,
+			want: []string{`--oidc-issuer "ftp://idp.example"`, "absolute URL"}},
+		{name: "ErrOIDCIssuerQuery", args: []string{"--oidc-issuer", "https://idp.example/?realm=x"}, env: oidc,
+			want: []string{`--oidc-issuer "https://idp.example/?realm=x"`, "without credentials, query or fragment"}},
 		{name: "ErrOIDCIncomplete", env: env{"TERDUT_DATABASE_URL": testDB, "TERDUT_OIDC_ISSUER": "https://idp.example"},
 			want: []string{"--oidc-client-id is not", "no client secret: set --oidc-client-secret-file"}},
 		{name: "ErrOIDCScopes", args: []string{"--oidc-scopes", `openid,"groups",a b`}, env: oidc,

@@ -11,14 +11,19 @@ import (
 	"github.com/terdut-server/terdut-server/internal/store"
 )
 
+// markedFixture starts a WITH whose inserts into users select FROM marked: it marks the
+// statement's transaction as this version's, which decides the gate itself (migration 00010),
+// so that the fixture can add people while the install is pending.
+const markedFixture = `WITH marked AS (SELECT set_config('terdut.gate', 'checked', true)), `
+
 // TestServe_Housekeeping: a running server sweeps dead sessions on its schedule and brings
 // the keys of single sign-on people within --sso-api-key-max-ttl, and stops doing so cleanly.
 func TestServe_Housekeeping(t *testing.T) {
 	db := pgtest.MustEmptyDatabase(t)
 	srv := startServe(t, env{"TERDUT_DATABASE_URL": db}, "--sweep-interval", "1s", "--sso-api-key-max-ttl", "24h")
 
-	mustQuery(t, db, `WITH pw AS (INSERT INTO users (username) VALUES ('alice') RETURNING id),
-		sso AS (INSERT INTO users (username, oidc_issuer, oidc_subject) VALUES ('sam', 'https://idp.test', 'sam') RETURNING id),
+	mustQuery(t, db, markedFixture+`pw AS (INSERT INTO users (username) SELECT 'alice' FROM marked RETURNING id),
+		sso AS (INSERT INTO users (username, oidc_issuer, oidc_subject) SELECT 'sam', 'https://idp.test', 'sam' FROM marked RETURNING id),
 		s AS (INSERT INTO sessions (user_id, token_hash, expires_at, revoked_at)
 			SELECT pw.id, sha256(v.tag::bytea), v.expires, v.revoked FROM pw, (VALUES
 				('live', now() + interval '1 hour', NULL::timestamptz),
@@ -62,8 +67,8 @@ func TestServe_Housekeeping(t *testing.T) {
 func TestHousekeep_CapFailureStillSweeps(t *testing.T) {
 	db := pgtest.MustEmptyDatabase(t)
 	mustRun(t, env{"TERDUT_DATABASE_URL": db}, "migrate")
-	mustQuery(t, db, `WITH pw AS (INSERT INTO users (username) VALUES ('alice') RETURNING id),
-		sso AS (INSERT INTO users (username, oidc_issuer, oidc_subject) VALUES ('sam', 'https://idp.test', 'sam') RETURNING id),
+	mustQuery(t, db, markedFixture+`pw AS (INSERT INTO users (username) SELECT 'alice' FROM marked RETURNING id),
+		sso AS (INSERT INTO users (username, oidc_issuer, oidc_subject) SELECT 'sam', 'https://idp.test', 'sam' FROM marked RETURNING id),
 		s AS (INSERT INTO sessions (user_id, token_hash, expires_at) SELECT pw.id, sha256('expired'::bytea), now() - interval '1 second' FROM pw)
 		INSERT INTO api_keys (user_id, name, key_hash) SELECT sso.id, 'sso', sha256('sso'::bytea) FROM sso`)
 	mustQuery(t, db, `CREATE FUNCTION refuse_update() RETURNS trigger LANGUAGE plpgsql AS

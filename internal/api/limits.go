@@ -214,3 +214,14 @@ func (s *server) checkPassword(ctx context.Context, hash, password string) (bool
 	defer s.checks.release()
 	return s.passwords.Check(hash, password), nil
 }
+
+// hashPassword hashes password (see Passwords.Hash) in a check slot: a hash costs what a check
+// does, so setting passwords shares the same bound on this replica's cores. It returns
+// errOverloaded, having hashed nothing, when no slot is free in time.
+func (s *server) hashPassword(ctx context.Context, password string) (string, error) {
+	if !s.checks.acquire(ctx) {
+		return "", errOverloaded
+	}
+	defer s.checks.release()
+	return s.passwords.Hash(password)
+}

@@ -18,9 +18,6 @@ import (
 	"github.com/terdut-server/terdut-server/internal/store"
 )
 
-// stateCookie binds a sign-in's state to the browser that started it (against login CSRF).
-const stateCookie = "terdut_oidc_state"
-
 var (
 	errSSONotConfigured = &apiError{Status: http.StatusNotFound, Code: "sso_not_configured",
 		Message: "Single sign-on is not configured on this server."}
@@ -71,8 +68,7 @@ func (s *server) handleOIDCLogin() http.Handler {
 			s.log.WarnContext(r.Context(), "single sign-ons in progress reached --oidc-pending-limit: the oldest were ended",
 				"evicted", evicted, "oidc_pending_limit", s.opts.OIDCPendingLimit)
 		}
-		http.SetCookie(w, &http.Cookie{Name: stateCookie, Value: state, Path: "/auth/oidc", MaxAge: int(oidcLoginTTL.Seconds()),
-			HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: s.opts.PublicURL.Scheme == "https"})
+		s.setStateCookie(w, r, state)
 		opts := []oauth2.AuthCodeOption{oauth2.S256ChallengeOption(login.CodeVerifier), oauth2.SetAuthURLParam("nonce", login.Nonce)}
 		if hint := r.URL.Query().Get("login_hint"); loginHintPattern.MatchString(hint) {
 			opts = append(opts, oauth2.SetAuthURLParam("login_hint", hint))
@@ -129,8 +125,7 @@ func (s *server) handleOIDCCallback() http.Handler {
 func (s *server) finishOIDC(w http.ResponseWriter, r *http.Request) (store.SSOIdentity, error) {
 	q := r.URL.Query()
 	state := q.Get("state")
-	c, err := r.Cookie(stateCookie)
-	matches := state != "" && len(state) <= 128 && err == nil && subtle.ConstantTimeCompare([]byte(c.Value), []byte(state)) == 1
+	matches := state != "" && len(state) <= 128 && s.stateCookieMatches(r, state)
 	if !matches {
 		state = "" // no sign-in has this state: the lookup below only reads the gate
 	}
@@ -138,7 +133,9 @@ func (s *server) finishOIDC(w http.ResponseWriter, r *http.Request) (store.SSOId
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return store.SSOIdentity{}, err
 	}
-	http.SetCookie(w, &http.Cookie{Name: stateCookie, Path: "/auth/oidc", MaxAge: -1, HttpOnly: true})
+	if matches {
+		s.clearStateCookie(w, state)
+	}
 	if !matches || err != nil {
 		return store.SSOIdentity{}, errInvalidState
 	}

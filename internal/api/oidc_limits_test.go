@@ -39,7 +39,7 @@ func TestOIDC_PendingLimit(t *testing.T) {
 	for _, html := range []bool{false, true} {
 		for i, srv := range replicas {
 			resp := startLogin(t, srv, html)
-			if resp.Status != http.StatusFound || resp.Cookie("terdut_oidc_state") == nil {
+			if resp.Status != http.StatusFound || resp.StateCookie() == nil {
 				t.Fatalf("a start past the limit on replica %d (html %v): got %d %s, want 302 with a state cookie", i, html, resp.Status, resp.Body)
 			}
 			if n := count(t, a, `SELECT count(*) FROM oidc_logins`); n != limit {

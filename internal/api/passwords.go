@@ -56,25 +56,21 @@ func (p *Passwords) NeedsRehash(hash string) bool {
 
 // rehash stores password, just checked against oldHash, at the configured cost. It is best
 // effort (the sign-in has succeeded either way) and runs to the end even if the client leaves.
+// Like every bcrypt run it takes a check slot; with none free in time it hashes nothing: the
+// next sign-in tries again.
 func (s *server) rehash(ctx context.Context, id int64, oldHash, password string) {
 	ctx = context.WithoutCancel(ctx)
-	hash, err := s.passwords.Hash(password)
+	hash, err := s.hashPassword(ctx, password)
+	if errors.Is(err, errOverloaded) {
+		s.log.DebugContext(ctx, "rehash password at the configured cost: no check slot free, left for a later sign-in", "user_id", id)
+		return
+	}
 	if err == nil {
 		err = s.store.RehashPassword(ctx, id, oldHash, hash)
 	}
 	if err != nil && !errors.Is(err, store.ErrNotFound) { // not found: the password changed meanwhile
 		s.log.WarnContext(ctx, "rehash password at the configured cost", "user_id", id, "err", err)
 	}
-}
-
-// maxPasswordBytes is bcrypt's limit: it reads no further.
-const maxPasswordBytes = 72
-
-func validatePassword(pw string) error {
-	if len(pw) < 8 || len(pw) > maxPasswordBytes {
-		return errBadRequest("invalid_password", "A password is 8 to 72 bytes long.")
-	}
-	return nil
 }
 
 var errWrongCurrentPassword = &apiError{Status: http.StatusForbidden, Code: "wrong_current_password",
@@ -139,7 +135,7 @@ func (s *server) handlePasswordSet() http.Handler {
 				return
 			}
 		}
-		hash, err := s.passwords.Hash(req.Password)
+		hash, err := s.hashPassword(r.Context(), req.Password)
 		if err != nil {
 			s.writeError(w, r, err)
 			return

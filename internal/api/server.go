@@ -115,6 +115,10 @@ type server struct {
 
 // NewServer returns the HTTP handler for every endpoint (see routes.go).
 func NewServer(st Store, opts Options) http.Handler {
+	return newServer(st, opts).routes()
+}
+
+func newServer(st Store, opts Options) *server {
 	s := &server{store: st, opts: opts, log: opts.Logger, passwords: opts.Passwords,
 		crossOrigin: http.NewCrossOriginProtection()}
 	if s.log == nil {
@@ -165,5 +169,5 @@ func NewServer(st Store, opts Options) http.Handler {
 		s.oidc = newOIDCClient(*opts.OIDC, redirect, s.log)
 		s.oidc.checkAtStart()
 	}
-	return s.routes()
+	return s
 }

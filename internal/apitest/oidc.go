@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 
 	"github.com/terdut-server/terdut-server/internal/api"
@@ -51,7 +52,7 @@ func (s *Server) StartOIDC(ctx context.Context, p Authorizer, subject string) (O
 	if err != nil {
 		return OIDCFlow{}, fmt.Errorf("start sign-in: %w", err)
 	}
-	cookie := resp.Cookie("terdut_oidc_state")
+	cookie := resp.StateCookie()
 	authURL := resp.Header.Get("Location")
 	if resp.Status != http.StatusFound || cookie == nil || authURL == "" {
 		return OIDCFlow{}, fmt.Errorf("start sign-in: got %d %s, want 302 with a state cookie", resp.Status, resp.Body)
@@ -65,6 +66,17 @@ func (s *Server) StartOIDC(ctx context.Context, p Authorizer, subject string) (O
 		return OIDCFlow{}, fmt.Errorf("provider's redirect: %w", err)
 	}
 	return OIDCFlow{StateCookie: cookie, Callback: cb}, nil
+}
+
+// StateCookie returns the sign-in state cookie the response set (named terdut_oidc_state-<hash
+// of the state>, with the __Host- prefix under an https public URL), or nil.
+func (r Response) StateCookie() *http.Cookie {
+	for _, c := range r.Cookies {
+		if strings.HasPrefix(strings.TrimPrefix(c.Name, "__Host-"), "terdut_oidc_state-") && c.MaxAge > 0 {
+			return c
+		}
+	}
+	return nil
 }
 
 // FinishOIDC sends the flow's callback to s, which need not be the instance that started it.

@@ -82,11 +82,13 @@ func (s *Store) Bootstrap(ctx context.Context) (BootstrapStatus, error) {
 }
 
 // lockBootstrap reads the claim row under FOR UPDATE: claims and resets serialize on it,
-// and sign-ins (which take FOR SHARE in checkGate) wait for them.
+// and sign-ins (which take FOR SHARE in checkGate) wait for them. It marks the transaction
+// as one that decided the gate (see gateChecked): a claim creates the principal while pending.
 func lockBootstrap(ctx context.Context, tx pgx.Tx) (BootstrapStatus, error) {
 	var b BootstrapStatus
-	err := tx.QueryRow(ctx, `SELECT state, generation, principal_id FROM bootstrap_state FOR UPDATE`).
-		Scan(&b.State, &b.Generation, &b.PrincipalID)
+	var marked bool
+	err := tx.QueryRow(ctx, `SELECT state, generation, principal_id, `+gateChecked+` FROM bootstrap_state FOR UPDATE`).
+		Scan(&b.State, &b.Generation, &b.PrincipalID, &marked)
 	return b, wrap(err, "lock bootstrap state")
 }
 
@@ -177,3 +179,11 @@ func clip(s string, n int) string {
 	}
 	return s[:n]
 }
+
+// gateChecked is a boolean SQL expression, always true, that marks its transaction as one of
+// this version's, which decide the gate themselves. While the install is pending, the
+// database refuses new users and sessions from any other (migration 00010: replicas of a
+// version before the gate, during a rolling upgrade, or a hand-written INSERT). Every
+// statement that inserts into users or sessions, or an earlier one of its transaction,
+// evaluates it before the insert; it costs no round trip of its own.
+const gateChecked = `(set_config('terdut.gate', 'checked', true) = 'checked')`

@@ -278,9 +278,7 @@ func TestClaim_PrincipalNameHeldByAPerson(t *testing.T) {
 	if _, err := st.CreateUser(ctx, store.NewUser{Username: "Terdut-Operator-Bootstrap"}); !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("CreateUser with the reserved name in another case: got %v, want %v", err, store.ErrConflict)
 	}
-	if _, err := st.Pool().Exec(ctx, `INSERT INTO users (username, kind) VALUES ('TERDUT-OPERATOR-BOOTSTRAP', 'human')`); err != nil {
-		t.Fatal(err)
-	}
+	mustExecMarked(t, st, `INSERT INTO users (username, kind) VALUES ('TERDUT-OPERATOR-BOOTSTRAP', 'human')`)
 	if _, err := st.Claim(ctx, store.AuditInfo{Actor: store.ActorCLI}); !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("claim: got %v, want %v", err, store.ErrConflict)
 	}

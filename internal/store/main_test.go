@@ -65,6 +65,29 @@ func mustExec(tb testing.TB, st *store.Store, sql string, args ...any) int64 {
 	return tag.RowsAffected()
 }
 
+// mustExecMarked is mustExec in a transaction marked as this version's, which decides the
+// gate itself (see migration 00010): how fixtures add rows to users and sessions while pending.
+func mustExecMarked(tb testing.TB, st *store.Store, sql string, args ...any) int64 {
+	tb.Helper()
+	ctx := context.Background()
+	tx, err := st.Pool().Begin(ctx)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
+	if _, err := tx.Exec(ctx, `SELECT set_config('terdut.gate', 'checked', true)`); err != nil {
+		tb.Fatal(err)
+	}
+	tag, err := tx.Exec(ctx, sql, args...)
+	if err != nil {
+		tb.Fatalf("exec %q: %v", sql, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		tb.Fatal(err)
+	}
+	return tag.RowsAffected()
+}
+
 // mustCount returns the result of a count(*) query.
 func mustCount(tb testing.TB, st *store.Store, sql string, args ...any) int {
 	tb.Helper()

@@ -35,7 +35,7 @@ func (s *Store) CreateSession(ctx context.Context, userID int64, ttl time.Durati
 	var open bool
 	var expires *time.Time
 	err := s.pool.QueryRow(ctx, `
-		WITH gate AS (SELECT NOT $4 OR state = 'complete' AS open FROM bootstrap_state FOR SHARE),
+		WITH gate AS (SELECT `+gateChecked+` AND (NOT $4 OR state = 'complete') AS open FROM bootstrap_state FOR SHARE),
 		ins AS (
 			INSERT INTO sessions (user_id, token_hash, expires_at)
 			SELECT u.id, $2, now() + $3::interval FROM users u, gate WHERE u.id = $1 AND gate.open
@@ -71,7 +71,7 @@ func (s *Store) CreatePasswordSession(ctx context.Context, userID int64, checked
 	var open bool
 	var expires *time.Time
 	err := s.pool.QueryRow(ctx, `
-		WITH gate AS (SELECT NOT $4 OR state = 'complete' AS open FROM bootstrap_state FOR SHARE),
+		WITH gate AS (SELECT `+gateChecked+` AND (NOT $4 OR state = 'complete') AS open FROM bootstrap_state FOR SHARE),
 		u AS (SELECT id FROM users WHERE id = $1 AND password_hash = $5 FOR SHARE),
 		ins AS (
 			INSERT INTO sessions (user_id, token_hash, expires_at)

@@ -51,6 +51,7 @@ func (s *Store) SignInSSO(ctx context.Context, id SSOIdentity, ttl time.Duration
 		open := true
 		var err error
 		batch := &pgx.Batch{}
+		batch.Queue(`SELECT ` + gateChecked) // this transaction decides the gate, on or off
 		if gate == GateOn {
 			batch.Queue(`SELECT state = 'complete' FROM bootstrap_state FOR SHARE`).
 				QueryRow(func(row pgx.Row) error { return row.Scan(&open) })

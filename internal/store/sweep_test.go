@@ -14,7 +14,7 @@ import (
 // mustDeadSessions inserts n sessions of the user, revoked when revoked, else expired.
 func mustDeadSessions(tb testing.TB, st *store.Store, userID int64, n int, revoked bool, tag string) {
 	tb.Helper()
-	mustExec(tb, st, `INSERT INTO sessions (user_id, token_hash, expires_at, revoked_at)
+	mustExecMarked(tb, st, `INSERT INTO sessions (user_id, token_hash, expires_at, revoked_at)
 		SELECT $1, sha256(($4 || g)::bytea),
 			CASE WHEN $3 THEN now() + interval '1 hour' ELSE now() - interval '1 second' END,
 			CASE WHEN $3 THEN now() END

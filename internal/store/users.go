@@ -71,8 +71,10 @@ func (s *Store) CreateUser(ctx context.Context, nu NewUser) (User, error) {
 	if strings.EqualFold(nu.Username, PrincipalUsername) {
 		return User{}, fmt.Errorf("username %q is reserved for the bootstrap principal: %w", nu.Username, ErrConflict)
 	}
+	// Not a sign-in: an admin may add people while the install is pending (after a reset).
 	u, err := scanUser(s.pool.QueryRow(ctx, `
-		INSERT INTO users AS u (username, email, role, kind) VALUES ($1, $2, $3, 'human')
+		WITH marked AS (SELECT `+gateChecked+` AS ok)
+		INSERT INTO users AS u (username, email, role, kind) SELECT $1, $2, $3, 'human' FROM marked WHERE marked.ok
 		RETURNING `+userColumns, nu.Username, nu.Email, nu.Role))
 	if isUniqueViolation(err, "users_username_key") || isUniqueViolation(err, "users_username_lower_key") {
 		return User{}, fmt.Errorf("username %q: %w", nu.Username, ErrConflict)
