@@ -166,7 +166,9 @@ func (c *Cluster) prepareMember(m *Member) error {
 	cfg := map[string]any{
 		"scope": "terdut", "namespace": "/patronitest/", "name": m.Name,
 		"restapi": map[string]any{"listen": rest, "connect_address": rest},
-		"etcd3":   map[string]any{"hosts": p.addr()},
+		// use_proxies: talk to etcd only through the proxy, never to the client URL etcd
+		// advertises (Patroni discovers those otherwise, and the proxy could not cut it off).
+		"etcd3": map[string]any{"hosts": p.addr(), "use_proxies": true},
 		"bootstrap": map[string]any{
 			"dcs": map[string]any{"ttl": TTL, "loop_wait": LoopWait, "retry_timeout": RetryTimeout,
 				"maximum_lag_on_failover": 1 << 20, "synchronous_mode": true, "synchronous_mode_strict": true,

@@ -5,7 +5,6 @@ package patronitest
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -27,8 +26,10 @@ func TestCluster(t *testing.T) {
 		conn.Close(context.Background())
 	}
 	old, killed := c.KillLeader(ctx)
-	m, at := c.WritableAfter(ctx, killed, old)
-	t.Logf("killed %s; %s took writes %s later", old.Name, m.Name, at.Sub(killed).Round(time.Millisecond))
+	w := c.WritableAfter(ctx, killed, old)
+	if w.Member == old || w.Promoted.IsZero() || w.At.Before(w.Promoted) {
+		c.Fail("after killing %s: got %+v, want another member promoted, then writable", old.Name, w)
+	}
 	rewound := c.Rejoin(ctx, old)
 	t.Logf("%s rejoined (pg_rewind: %v)", old.Name, rewound)
 }

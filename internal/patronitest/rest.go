@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -139,7 +140,7 @@ func (c *Cluster) ready(ctx context.Context) (leader, sync *Member, why string) 
 	// Only a member that Patroni reports as the leader and that takes writes counts.
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if err := probeWrite(pctx, leader); err != nil {
+	if _, err := probeWrite(pctx, leader); err != nil {
 		return nil, nil, fmt.Sprintf("the leader %s does not take a write: %v", leader.Name, err)
 	}
 	return leader, sync, ""
@@ -170,16 +171,25 @@ func (c *Cluster) WaitReady(ctx context.Context) (leader, sync *Member) {
 }
 
 // probeWrite commits a write on m as the superuser, which under strict synchronous
-// replication returns only once a sync standby has it.
-func probeWrite(ctx context.Context, m *Member) error {
+// replication returns only once a sync standby has it. It returns when m was seen out of
+// recovery (zero if it was not).
+func probeWrite(ctx context.Context, m *Member) (promoted time.Time, err error) {
 	conn, err := pgx.Connect(ctx, m.SuperuserURL("postgres"))
 	if err != nil {
-		return err
+		return time.Time{}, err
 	}
 	defer conn.Close(context.Background())
+	var standby bool
+	if err := conn.QueryRow(ctx, `SELECT pg_is_in_recovery()`).Scan(&standby); err != nil {
+		return time.Time{}, err
+	}
+	if standby {
+		return time.Time{}, errors.New("in recovery")
+	}
+	promoted = time.Now()
 	_, err = conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS patronitest_probe (at timestamptz NOT NULL);
 		INSERT INTO patronitest_probe VALUES (now())`)
-	return err
+	return promoted, err
 }
 
 // createApp creates the App role and database on the leader, as Spilo's operator does.
@@ -230,51 +240,100 @@ func (c *Cluster) Leader(ctx context.Context) *Member {
 
 // WritableAfter is WaitWritable for the test goroutine: since is when the fault began, for
 // the log; it fails the test if no member takes a write.
-func (c *Cluster) WritableAfter(ctx context.Context, since time.Time, exclude ...*Member) (*Member, time.Time) {
+func (c *Cluster) WritableAfter(ctx context.Context, since time.Time, exclude ...*Member) Writable {
 	c.t.Helper()
-	m, at, err := c.WaitWritable(ctx, exclude...)
+	w, err := c.WaitWritable(ctx, exclude...)
 	if err != nil {
 		c.Fail("%v", err)
 	}
-	c.Logf("writable on %s %s after the fault", m.Name, at.Sub(since).Round(10*time.Millisecond))
-	return m, at
+	c.Logf("%s promoted %s and writable %s after the fault", w.Member.Name,
+		w.Promoted.Sub(since).Round(10*time.Millisecond), w.At.Sub(since).Round(10*time.Millisecond))
+	return w
+}
+
+// Writable is a member that took a write, when it was first seen out of recovery, and when
+// its write returned.
+type Writable struct {
+	Member   *Member
+	Promoted time.Time // first seen read-write (pg_is_in_recovery() false)
+	HAProxy  time.Time // a connection through HAProxy first reached it read-write
+	At       time.Time // its first committed write returned
 }
 
 // WaitWritable polls every member but those excluded (an old leader that may still take
-// writes for a moment) with a committed write until one takes it, and returns that member and
-// when its write returned: Patroni's own time to a writable leader, without any client's
-// retry in it. It is safe to call from any goroutine; it gives up after a bound on a hang.
-func (c *Cluster) WaitWritable(ctx context.Context, exclude ...*Member) (*Member, time.Time, error) {
+// writes for a moment) with a committed write until one takes it: Patroni's own time to a
+// writable leader, without any client's retry in it. Under strict synchronous replication a
+// new leader's writes wait for a sync standby, so a member can be promoted well before its
+// first write returns. It is safe to call from any goroutine; it gives up after a bound on a
+// hang.
+func (c *Cluster) WaitWritable(ctx context.Context, exclude ...*Member) (Writable, error) {
 	ctx, cancel := context.WithTimeout(ctx, hangBound)
 	defer cancel()
-	type result struct {
-		m  *Member
-		at time.Time
-	}
-	found := make(chan result, len(c.Members))
+	found := make(chan Writable, len(c.Members))
 	for _, m := range c.Members {
 		if slices.Contains(exclude, m) {
 			continue
 		}
 		go func() {
+			var promoted time.Time
 			for ctx.Err() == nil {
-				// Under strict synchronous replication a new leader's first write waits
-				// for a sync standby: that wait is Patroni's, so the probe waits with it.
 				pctx, pcancel := context.WithTimeout(ctx, 30*time.Second)
-				err := probeWrite(pctx, m)
+				p, err := probeWrite(pctx, m)
 				pcancel()
+				if promoted.IsZero() && !p.IsZero() {
+					promoted = p
+				}
 				if err == nil {
-					found <- result{m, time.Now()}
+					found <- Writable{Member: m, Promoted: promoted, At: time.Now()}
 					return
 				}
 				time.Sleep(20 * time.Millisecond)
 			}
 		}()
 	}
+	viaHAProxy := make(chan time.Time, 1)
+	go func() {
+		for ctx.Err() == nil {
+			if m := c.viaHAProxy(ctx); m != nil && !slices.Contains(exclude, m) {
+				viaHAProxy <- time.Now()
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	var w Writable
 	select {
-	case r := <-found:
-		return r.m, r.at, nil
+	case w = <-found:
 	case <-ctx.Done():
-		return nil, time.Time{}, fmt.Errorf("patronitest: no member took a write within %s", hangBound)
+		return Writable{}, fmt.Errorf("patronitest: no member took a write within %s", hangBound)
 	}
+	select {
+	case w.HAProxy = <-viaHAProxy:
+		return w, nil
+	case <-ctx.Done():
+		return Writable{}, fmt.Errorf("patronitest: HAProxy did not route to a read-write member within %s", hangBound)
+	}
+}
+
+// viaHAProxy connects through HAProxy and returns the member it reached if that member is
+// out of recovery, or nil.
+func (c *Cluster) viaHAProxy(ctx context.Context) *Member {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, fmt.Sprintf("postgres://%s:%s@127.0.0.1:%d/postgres?sslmode=disable", Superuser, superuserPassword, c.HAProxyPort))
+	if err != nil {
+		return nil
+	}
+	defer conn.Close(context.Background())
+	var standby bool
+	var port int
+	if err := conn.QueryRow(ctx, `SELECT pg_is_in_recovery(), inet_server_port()`).Scan(&standby, &port); err != nil || standby {
+		return nil
+	}
+	for _, m := range c.Members {
+		if m.PGPort == port {
+			return m
+		}
+	}
+	return nil
 }
