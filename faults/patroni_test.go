@@ -27,6 +27,9 @@ type suite struct {
 	operator *client.Client
 	held     claimResult // the claim as the operator last reconciled it
 	results  []string    // the table's rows
+	// gateRefused counts the sign-ins refused as pending in spans the claimer knew pending:
+	// without any, the gate check tested nothing.
+	gateRefused int
 }
 
 // fault is one thing that happens to the cluster while the load runs. inject does it, and
@@ -166,6 +169,20 @@ func TestPatroni(t *testing.T) {
 		"|---|---|---|---|---|---|---|---|\n%s", patronitest.TTL, patronitest.LoopWait, patronitest.RetryTimeout,
 		time.Since(began).Round(time.Second), strings.Join(s.results, "\n"))
 	s.checkAnswers()
+	if s.gateRefused == 0 {
+		t.Error("no sign-in was refused while the install was certainly pending: the gate check tested nothing")
+	}
+	for _, rt := range s.routes {
+		var logs string
+		for _, srv := range rt.replicas {
+			logs += srv.Logs.String()
+		}
+		var seen []string
+		for _, what := range []string{"25006", "57P01", "57P03", "08006", "connection refused", "unexpected EOF", "read only connection"} {
+			seen = append(seen, fmt.Sprintf("%s×%d", what, strings.Count(logs, what)))
+		}
+		t.Logf("%s: the database errors the replicas logged: %s", rt.name, strings.Join(seen, " "))
+	}
 	res, err := s.operator.Reconcile(ctx, s.held.key)
 	if err != nil || res.Action != client.ActionNone {
 		t.Errorf("the last reconcile: got %+v, %v, want none", res, err)
@@ -341,9 +358,7 @@ func (s *suite) checkGate(name string, cl *opClaimer, leaderPending bool, until 
 		}
 	}
 	s.logf("%s: %d spans in which the install was certainly pending, %d sign-ins refused in them", name, len(spans), refused)
-	if len(spans) == 0 || refused == 0 {
-		s.t.Errorf("%s: the gate was never tested: %d pending spans, %d sign-ins refused in them", name, len(spans), refused)
-	}
+	s.gateRefused += refused
 }
 
 // checkSessions checks that every session a sign-in acknowledged since from still works
