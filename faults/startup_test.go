@@ -48,6 +48,17 @@ func TestStartBehindStandbyWithoutDatabase(t *testing.T) {
 	url := fmt.Sprintf("postgres://%s@127.0.0.1:%d,127.0.0.1:%d/terdut?sslmode=disable&target_session_attrs=read-write",
 		pglocal.Superuser, standby.Port, primary.Port)
 
+	// With no host that takes it, the server exits and says what each host answered.
+	noWriter := fmt.Sprintf("postgres://%s:%s@127.0.0.1:%d,127.0.0.1:1/terdut?sslmode=disable&target_session_attrs=read-write",
+		pglocal.Superuser, "secret-never-logged", standby.Port)
+	refused := exec.CommandContext(ctx, binary, "--listen", "127.0.0.1:0", "--password-hash-cost", "4")
+	refused.Env = append(os.Environ(), "TERDUT_DATABASE_URL="+noWriter)
+	out, err := refused.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), `database "terdut" does not exist`) || !strings.Contains(string(out), "127.0.0.1:1") ||
+		strings.Contains(string(out), "secret-never-logged") {
+		t.Fatalf("terdut-server with only a standby without the database and a closed port: got %v and\n%s\nwant an exit that names each host's answer, never the password", err, out)
+	}
+
 	tokenFile := filepath.Join(t.TempDir(), "token")
 	apitest.WriteFile(t, tokenFile, apitest.OperatorToken+"\n")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
