@@ -1,7 +1,6 @@
 package patronitest
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -209,6 +208,3 @@ func postmasterPID(dataDir string) int {
 	}
 	return pid
 }
-
-// errGone reports whether err means the process no longer exists.
-func errGone(err error) bool { return errors.Is(err, syscall.ESRCH) }
