@@ -67,6 +67,19 @@ e2e:
 	scripts/ensure-chromium.sh
 	$(GO) test -race -count=1 -tags browser ./browsertest/ ./e2e/...
 
+# failover runs the Patroni fault suite (behind the build tag "patroni", so that `make test`
+# needs no Patroni): a 3-member Patroni cluster in strict synchronous mode with etcd and
+# HAProxy, all on 127.0.0.1 (internal/patronitest), and terdut-server replicas on it both ways
+# a Zalando/Spilo install is reached, through a killed leader, its rejoin by pg_rewind, a
+# switchover, the leader cut off from etcd, etcd down and a rolling restart (faults/). It
+# prints Patroni's time to a writable leader and terdut-server's extra time per fault.
+# scripts/ensure-patroni.sh first installs Debian's patroni, etcd and haproxy when they are
+# missing (as root), or says how to. About 5 minutes.
+.PHONY: failover
+failover:
+	scripts/ensure-patroni.sh
+	$(GO) test -race -count=1 -tags patroni -p 1 -timeout 15m -v -run '^(TestCluster|TestPatroni)$$' ./internal/patronitest/ ./faults/
+
 # bench measures the gate's cost, API-key requests against pgbench and sign-ins during a
 # contested claim, each as a ratio to a baseline taken in the same run, on a throwaway
 # Postgres cluster of its own (see bench/README.md). It prints a table and writes the same

@@ -1,5 +1,7 @@
 // Package faults proves that the claim and sign-in stay correct when Postgres or a replica
 // fails in the middle: each test runs its own PostgreSQL cluster so that it can stop it.
+// With the build tag patroni (make failover), TestPatroni does it on a Patroni cluster
+// (internal/patronitest), the engine a Zalando/Spilo install runs.
 package faults
 
 import (

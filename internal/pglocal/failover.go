@@ -23,22 +23,49 @@ func (c *Cluster) Kill() error {
 		return nil
 	}
 	pid := c.cmd.Process.Pid
-	// Frozen, the postmaster starts no new child between the listing and the kill.
+	children, err := stopAndKillChildren(pid)
+	if err != nil {
+		return err
+	}
+	_ = c.cmd.Process.Kill()
+	<-c.exited
+	c.cmd = nil
+	return waitGone(pid, children)
+}
+
+// KillPostmaster is Kill for a postmaster that another program started (Patroni, which puts
+// it in a session of its own): the process pid and every child of it get SIGKILL. It returns
+// once they are all gone, whoever reaps them.
+func KillPostmaster(pid int) error {
+	children, err := stopAndKillChildren(pid)
+	if err != nil {
+		return err
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("pglocal: kill postmaster %d: %w", pid, err)
+	}
+	return waitGone(pid, append(children, pid))
+}
+
+// stopAndKillChildren freezes the postmaster pid, so that it starts no new child between the
+// listing and the kill, and kills its children.
+func stopAndKillChildren(pid int) ([]int, error) {
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil && !errors.Is(err, syscall.ESRCH) {
-		return fmt.Errorf("pglocal: stop postmaster %d: %w", pid, err)
+		return nil, fmt.Errorf("pglocal: stop postmaster %d: %w", pid, err)
 	}
 	children := childrenOf(pid)
 	for _, child := range children {
 		_ = syscall.Kill(child, syscall.SIGKILL)
 	}
-	_ = c.cmd.Process.Kill()
-	<-c.exited
-	c.cmd = nil
-	// The children now belong to init, which reaps them in its own time.
+	return children, nil
+}
+
+// waitGone waits until none of pids runs (a zombie does not); init reaps orphans in its own time.
+func waitGone(postmaster int, pids []int) error {
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
 		alive := 0
-		for _, child := range children {
-			if running(child) {
+		for _, p := range pids {
+			if running(p) {
 				alive++
 			}
 		}
@@ -46,7 +73,7 @@ func (c *Cluster) Kill() error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("pglocal: %d children of postmaster %d survived SIGKILL for a minute", alive, pid)
+			return fmt.Errorf("pglocal: %d processes of postmaster %d survived SIGKILL for a minute", alive, postmaster)
 		}
 	}
 }

@@ -46,22 +46,39 @@ var latestVersion = sync.OnceValues(func() (int64, error) {
 	return latest, nil
 })
 
-func openSQL(url string) (*sql.DB, error) {
+func openSQL(url string) (*sql.DB, *hostOrder, error) {
 	cfg, err := pgx.ParseConfig(url)
 	if err != nil {
-		return nil, fmt.Errorf("parse database URL: %w", redactParseError(err))
+		return nil, nil, fmt.Errorf("parse database URL: %w", redactParseError(err))
 	}
-	return stdlib.OpenDB(*cfg), nil
+	order := hostOrderFor(url, &cfg.Config)
+	if order == nil {
+		return stdlib.OpenDB(*cfg), nil, nil
+	}
+	return stdlib.OpenDB(*cfg, stdlib.OptionBeforeConnect(order.beforeConnect)), order, nil
 }
 
 // Migrate applies every pending migration to the database at url and returns how many ran.
 // Concurrent callers (several replicas starting at once) are serialized by goose's session lock.
+// With a multi-host URL, a host that refuses the database while connecting (a standby that
+// has not replayed its creation yet) is tried last the next time, once per host, so that the
+// migration reaches the writable host behind it.
 func Migrate(ctx context.Context, url string) (int, error) {
-	db, err := openSQL(url)
-	if err != nil {
-		return 0, err
+	for attempt := 1; ; attempt++ {
+		db, order, err := openSQL(url)
+		if err != nil {
+			return 0, err
+		}
+		before := order.refused()
+		n, err := migrateDB(ctx, db)
+		db.Close()
+		if err == nil || order.refused() == before || attempt >= order.attempts() {
+			return n, err
+		}
 	}
-	defer db.Close()
+}
+
+func migrateDB(ctx context.Context, db *sql.DB) (int, error) {
 	// Poll the lock every second (goose's default is every 5) for the same 5 minutes in all:
 	// replicas waiting for another's migration start as soon as it is done.
 	locker, err := lock.NewPostgresSessionLocker(lock.WithLockTimeout(1, 300))

@@ -49,6 +49,9 @@ func Open(ctx context.Context, url string) (*Store, error) {
 	}
 	cfg.MaxConnIdleTime = time.Minute
 	cfg.ShouldPing = shouldPing
+	if order := hostOrderFor(url, &cfg.ConnConfig.Config); order != nil {
+		cfg.BeforeConnect = order.beforeConnect
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)

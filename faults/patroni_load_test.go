@@ -1,0 +1,174 @@
+//go:build patroni
+
+package faults
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/terdut-server/terdut-server/internal/apitest"
+	"github.com/terdut-server/terdut-server/internal/oidctest"
+)
+
+// route is one way a Spilo cluster is reached, and the terdut-server replicas that use it.
+type route struct {
+	name     string
+	replicas []*apitest.Server
+}
+
+// answer is one request of the load and what it got.
+type answer struct {
+	route      string
+	kind       string // sign-in, me, oidc-start, oidc-callback, claim, reset
+	start, end time.Time
+	status     int
+	code       string
+	retryAfter string
+	session    *http.Cookie // the session a sign-in returned
+	err        error
+}
+
+// ok reports whether the answer is the success its kind expects.
+func (a answer) ok() bool {
+	switch a.kind {
+	case "oidc-start":
+		return a.status == http.StatusFound
+	case "oidc-callback":
+		return a.status == http.StatusSeeOther
+	}
+	return a.err == nil && a.status >= 200 && a.status < 300
+}
+
+// signIn reports whether the answer is a sign-in that succeeded (or began, for the OIDC start).
+func (a answer) signIn() bool {
+	return (a.kind == "sign-in" || a.kind == "oidc-start" || a.kind == "oidc-callback") && a.ok()
+}
+
+// answers records the load's requests from many goroutines.
+type answers struct {
+	mu  sync.Mutex
+	all []answer
+}
+
+func (r *answers) add(a answer) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.all = append(r.all, a)
+}
+
+func (r *answers) do(rt *route, srv *apitest.Server, kind string, req apitest.Request) (apitest.Response, answer) {
+	start := time.Now()
+	resp, err := srv.Do(req)
+	a := answer{route: rt.name, kind: kind, start: start, end: time.Now(), status: resp.Status, code: resp.Code(), err: err}
+	if err == nil {
+		a.retryAfter = resp.Header.Get("Retry-After")
+		if kind == "sign-in" && resp.Status == http.StatusOK {
+			a.session = resp.Cookie("terdut_session")
+		}
+		if kind == "oidc-callback" && resp.Status == http.StatusSeeOther {
+			a.session = resp.Cookie("terdut_session")
+		}
+	}
+	r.add(a)
+	return resp, a
+}
+
+func (r *answers) snapshot() []answer {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]answer(nil), r.all...)
+}
+
+// write reports whether the answer's request writes: it waits for a sync standby.
+func (a answer) write() bool {
+	return a.kind == "sign-in" || a.kind == "oidc-callback" || a.kind == "claim" || a.kind == "reset"
+}
+
+// firstOK returns the end of the first success on rt that ended after t (of a write, if writes).
+func (r *answers) firstOK(rt string, t time.Time, writes bool) (time.Time, bool) {
+	var first time.Time
+	for _, a := range r.snapshot() {
+		if a.route == rt && a.ok() && (a.write() || !writes) && a.end.After(t) && (first.IsZero() || a.end.Before(first)) {
+			first = a.end
+		}
+	}
+	return first, !first.IsZero()
+}
+
+// statuses counts the answers on rt that ended in [from, to], by status ("err" for a failed request).
+func (r *answers) statuses(rt string, from, to time.Time) string {
+	n := map[string]int{}
+	for _, a := range r.snapshot() {
+		if a.route != rt || a.end.Before(from) || a.end.After(to) {
+			continue
+		}
+		if a.err != nil {
+			n["err"]++
+		} else {
+			n[fmt.Sprint(a.status)]++
+		}
+	}
+	var keys []string
+	for k := range n {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s×%d", k, n[k]))
+	}
+	return strings.Join(parts, " ")
+}
+
+// runLoad sends password sign-ins, API-key requests and OIDC sign-ins to every replica until
+// stop is closed.
+func runLoad(rec *answers, routes []*route, p *oidctest.Provider, username, password, apiKey string, stop <-chan struct{}) *sync.WaitGroup {
+	var wg sync.WaitGroup
+	signIn := apitest.Request{Method: http.MethodPost, Path: "/api/auth/login",
+		Body: map[string]string{"username": username, "password": password}}
+	me := apitest.Request{Method: http.MethodGet, Path: "/api/me", Bearer: apiKey}
+	loop := func(fn func()) {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				fn()
+				time.Sleep(20 * time.Millisecond) // a steady load, not a busy loop
+			}
+		})
+	}
+	for _, rt := range routes {
+		for _, srv := range rt.replicas {
+			loop(func() { rec.do(rt, srv, "sign-in", signIn) })
+			loop(func() { rec.do(rt, srv, "me", me) })
+			loop(func() {
+				resp, _ := rec.do(rt, srv, "oidc-start", apitest.Request{Method: http.MethodGet, Path: "/auth/oidc/login?login_hint=alice"})
+				cookie := resp.Cookie("terdut_oidc_state")
+				if resp.Status != http.StatusFound || cookie == nil {
+					return
+				}
+				callback, err := p.TryAuthorize(context.Background(), resp.Header.Get("Location"))
+				if err != nil {
+					rec.add(answer{route: rt.name, kind: "provider", start: time.Now(), end: time.Now(), err: err})
+					return
+				}
+				flow := apitest.OIDCFlow{StateCookie: cookie}
+				if flow.Callback, err = parseURL(callback); err != nil {
+					return
+				}
+				// Finished where it began: each replica has a public URL of its own, which the
+				// provider's redirect must match.
+				rec.do(rt, srv, "oidc-callback", flow.Request())
+			})
+		}
+	}
+	return &wg
+}
