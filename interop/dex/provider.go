@@ -65,6 +65,7 @@ type Provider struct {
 	logger    *slog.Logger
 	watch     suite.Watch
 	passwords sync.Map // e-mail → what the person types, for TryAuthorize
+	hashes    sync.Map // password → its hash
 }
 
 // Start runs Dex on 127.0.0.1 until tb's test ends, with one client whose only redirect URI
@@ -110,11 +111,24 @@ func Start(tb testing.TB, redirectURL string) *Provider {
 	return p
 }
 
+// hash returns a bcrypt hash of password at cost 10, the least Dex accepts, computed once
+// per password: under the race detector each one takes seconds.
+func (p *Provider) hash(password string) ([]byte, error) {
+	if h, ok := p.hashes.Load(password); ok {
+		return h.([]byte), nil
+	}
+	h, err := bcrypt.GenerateFromPassword([]byte(password), 10)
+	if err == nil {
+		p.hashes.Store(password, h)
+	}
+	return h, err
+}
+
 // SetPerson adds a person to Dex's password database, or changes the one with that e-mail
 // (keeping their Dex user id, so they stay the same subject), as Dex's API does.
 func (p *Provider) SetPerson(tb testing.TB, person Person) {
 	tb.Helper()
-	hash, err := bcrypt.GenerateFromPassword([]byte(person.Password), 10) // Dex refuses a cost below 10
+	hash, err := p.hash(person.Password)
 	if err != nil {
 		tb.Fatal(err)
 	}
