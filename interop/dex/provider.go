@@ -11,12 +11,12 @@ package dex
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -79,15 +79,13 @@ func Start(tb testing.TB, redirectURL string) *Provider {
 	ctx, cancel := context.WithCancel(context.Background())
 	tb.Cleanup(cancel)
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	p := &Provider{URL: "http://" + ln.Addr().String(), ClientID: "terdut-server", ClientSecret: "dex-client-secret-" + tb.Name(),
+	p := &Provider{URL: "http://" + ln.Addr().String(), ClientID: "terdut-server", ClientSecret: rand.Text(),
 		store: memory.New(logger), logger: logger}
-	p.ClientSecret = strings.NewReplacer("/", "-", " ", "-").Replace(p.ClientSecret)
-	if err := p.store.CreateClient(ctx, storage.Client{ID: p.ClientID, Secret: p.ClientSecret,
-		RedirectURIs: []string{redirectURL}, Name: "terdut-server"}); err != nil {
-		tb.Fatalf("dex: create client: %v", err)
-	}
-	// The password database is Dex's "local" connector, as enablePasswordDB adds it.
-	st := storage.WithStaticConnectors(p.store, []storage.Connector{{ID: connectors.LocalConnector,
+	// As Dex's configuration file makes them: the client is a static client (staticClients),
+	// the password database the "local" connector (enablePasswordDB).
+	st := storage.WithStaticClients(p.store, []storage.Client{{ID: p.ClientID, Secret: p.ClientSecret,
+		RedirectURIs: []string{redirectURL}, Name: "terdut-server"}})
+	st = storage.WithStaticConnectors(st, []storage.Connector{{ID: connectors.LocalConnector,
 		Type: connectors.LocalConnector, Name: "Email"}})
 	sig, err := (&signer.LocalConfig{KeysRotationPeriod: rotationPeriod.String()}).Open(ctx, p.store, idTokensValidFor, time.Now, logger)
 	if err != nil {
