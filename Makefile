@@ -34,11 +34,22 @@ run:
 test:
 	$(GO) test -race -count=1 -timeout 15m ./...
 
-# lint runs go vet and staticcheck (a Go tool of this module: see go.mod).
+# lint runs go vet and staticcheck (a Go tool of this module: see go.mod), and go vet on the
+# interop module.
 lint:
 	$(GO) vet ./...
 	$(GO) vet -tags browser ./browsertest/
 	$(GO) tool staticcheck ./...
+	cd interop && $(GO) vet ./...
+
+# interop signs people in to the real API through identity-provider products: Dex in-process
+# and Ory Hydra as a local process (see interop/README.md). interop/ is a Go module of its own,
+# so their dependencies stay out of this one. The first run builds Hydra (minutes) into
+# $$TERDUT_INTEROP_CACHE or the user's cache directory; later runs reuse it. The build runs
+# in hydra's TestMain, under go test's timeout: on a busy machine it took 28 minutes.
+.PHONY: interop
+interop:
+	cd interop && $(GO) test -race -count=1 -timeout 60m ./...
 
 # build makes a static binary at bin/terdut-server.
 .PHONY: build

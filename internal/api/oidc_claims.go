@@ -20,11 +20,14 @@ var (
 )
 
 // fillFromUserInfo asks the provider's UserInfo endpoint about the person the ID token names
-// and adds to claims every claim the ID token lacks: many providers (Zitadel, Okta, ...) send
-// the username, e-mail and groups only there. The answer must be about the same subject. A
-// provider without the endpoint, or a token response without an access token, adds nothing.
+// when the ID token lacks a claim the sign-in reads (see lacksClaims), and adds to claims every
+// claim the ID token lacks: many providers (Zitadel, Okta, ...) send the username, e-mail and
+// groups only there. The answer must be about the same subject. An ID token that has them all,
+// a provider without the endpoint, or a token response without an access token adds nothing
+// and asks nothing: a provider whose UserInfo refuses its own access tokens (one issued for an
+// API) or is down does not stop sign-ins that never needed it.
 func (s *server) fillFromUserInfo(ctx context.Context, p *oidc.Provider, tok *oauth2.Token, subject string, claims map[string]any) error {
-	if p.UserInfoEndpoint() == "" || tok.AccessToken == "" {
+	if !s.oidc.opts.lacksClaims(claims) || p.UserInfoEndpoint() == "" || tok.AccessToken == "" {
 		return nil
 	}
 	ui, err := p.UserInfo(oidc.ClientContext(ctx, s.oidc.httpClient), oauth2.StaticTokenSource(tok))
@@ -58,6 +61,20 @@ func (s *server) fillFromUserInfo(ctx context.Context, p *oidc.Provider, tok *oa
 		}
 	}
 	return nil
+}
+
+// lacksClaims reports whether claims (the verified ID token's) lack one that identityFrom
+// reads: the username claim, the e-mail or whether it is verified, or the groups claim when
+// group rules (AllowedGroups, AdminGroups) are set. A claim present with an empty value is
+// the provider's answer, not a lack.
+func (o OIDCOptions) lacksClaims(claims map[string]any) bool {
+	if claims["email"] == nil || claims["email_verified"] == nil {
+		return true
+	}
+	if name := o.usernameClaim(); name != "email" && lookupClaim(claims, name) == nil {
+		return true
+	}
+	return len(o.AllowedGroups)+len(o.AdminGroups) > 0 && lookupClaim(claims, o.GroupsClaim) == nil
 }
 
 // lookupClaim returns the claim named name or, when there is none of that name, the value at

@@ -268,15 +268,25 @@ func TestOIDC_UserInfo(t *testing.T) {
 	})
 
 	t.Run("IDTokenWins", func(t *testing.T) {
-		// UserInfo fills only what the ID token lacks: the verified token's claims stand.
-		p.AddUser(oidctest.User{Subject: "sub-ida", PreferredUsername: "ida", Email: "ida@example.test"})
+		// UserInfo fills only what the ID token lacks (here the groups, so it is read): the
+		// verified token's claims stand.
+		p.AddUser(oidctest.User{Subject: "sub-ida", PreferredUsername: "ida", Email: "ida@example.test", Groups: []string{"users"}})
+		f := srv.MustStartOIDC(t, p, "sub-ida")
+		p.NextTokenOverride(func(c map[string]any) { delete(c, "groups") })
 		p.NextUserInfoOverride(func(c map[string]any) {
-			c["preferred_username"], c["email"], c["groups"] = "mallory", "mallory@example.test", []string{"ops-admins"}
-			c["nickname"] = "only-in-userinfo"
+			c["preferred_username"], c["email"], c["email_verified"] = "mallory", "mallory@example.test", false
 		})
-		got := mustMe(t, srv, srv.MustSignInOIDC(t, p, "sub-ida"))
-		if got.Username != "ida" || got.Email != "ida@example.test" || got.Role != store.RoleMember {
+		calls := p.UserInfoRequests()
+		resp := srv.MustDo(t, f.Request())
+		c := resp.Cookie("terdut_session")
+		if resp.Status != http.StatusSeeOther || c == nil {
+			t.Fatalf("got %d %s, want 303 with a session", resp.Status, resp.Body)
+		}
+		if got := mustMe(t, srv, c); got.Username != "ida" || got.Email != "ida@example.test" || got.Role != store.RoleMember {
 			t.Errorf("got %+v, want ida, a member, as the ID token says", got)
+		}
+		if n := p.UserInfoRequests() - calls; n != 1 {
+			t.Errorf("UserInfo requests: got %d, want 1", n)
 		}
 	})
 

@@ -22,7 +22,7 @@ func OIDC(p *oidctest.Provider) *api.OIDCOptions {
 
 // Authorizer is an OpenID provider that approves authorization requests: given the URL an
 // instance redirected a browser to, it returns where the provider sends the browser back.
-// *oidctest.Provider and *zitadeltest.Provider are both.
+// *oidctest.Provider is one, and so are the products of the interop module (interop/).
 type Authorizer interface {
 	TryAuthorize(ctx context.Context, authURL string) (callbackURL string, err error)
 }

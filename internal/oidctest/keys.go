@@ -14,7 +14,7 @@ import (
 // handleDiscovery serves the OpenID Provider Configuration document.
 func (p *Provider) handleDiscovery(w http.ResponseWriter, _ *http.Request) {
 	base := p.URL()
-	writeJSON(w, http.StatusOK, map[string]any{
+	doc := map[string]any{
 		"issuer":                                p.Issuer(),
 		"authorization_endpoint":                base + "/authorize",
 		"token_endpoint":                        base + "/token",
@@ -32,7 +32,17 @@ func (p *Provider) handleDiscovery(w http.ResponseWriter, _ *http.Request) {
 			"iss", "sub", "aud", "exp", "iat", "auth_time", "nonce", "at_hash",
 			"email", "email_verified", "preferred_username", "name", p.currentGroupsClaim(),
 		},
-	})
+	}
+	p.mu.Lock()
+	switch {
+	case p.userInfoURL == nil:
+	case *p.userInfoURL == "":
+		delete(doc, "userinfo_endpoint")
+	default:
+		doc["userinfo_endpoint"] = *p.userInfoURL
+	}
+	p.mu.Unlock()
+	writeJSON(w, http.StatusOK, doc)
 }
 
 // handleJWKS serves the public half of the signing key.

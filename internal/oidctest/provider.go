@@ -15,6 +15,11 @@
 // ([Provider.SetClaimsInUserInfoOnly]); and its discovery document and tokens
 // can name another issuer than its URL ([Provider.SetIssuer]).
 //
+// Its UserInfo endpoint can be taken out of discovery or pointed elsewhere
+// ([Provider.SetUserInfoEndpoint]), or made to refuse every access token
+// ([Provider.SetUserInfoRefusesTokens]), as providers do whose access tokens are
+// issued for an API rather than for UserInfo.
+//
 // Fault injection ([Provider.NextAuthorizeError], [Provider.NextTokenOverride],
 // [Provider.NextSignWithForeignKey], [Provider.NextUserInfoError],
 // [Provider.NextUserInfoOverride]) is one-shot: each fault is consumed by the
@@ -70,6 +75,8 @@ type Provider struct {
 	users        map[string]User
 	groupsClaim  string
 	userInfoOnly bool
+	userInfoURL  *string                // nil: its own /userinfo; "": none in discovery
+	refuseTokens bool                   // UserInfo answers 401 invalid_token to every access token
 	grants       map[string]grant       // pending authorization codes
 	accessTokens map[string]accessGrant // access tokens UserInfo answers for
 	faults       faults

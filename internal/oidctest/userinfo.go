@@ -19,9 +19,9 @@ func (p *Provider) handleUserInfo(w http.ResponseWriter, r *http.Request) {
 	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	p.mu.Lock()
 	g, known := p.accessTokens[token]
-	groupsClaim := p.groupsClaim
+	groupsClaim, refuse := p.groupsClaim, p.refuseTokens
 	p.mu.Unlock()
-	if !ok || !known || time.Now().After(g.expires) {
+	if !ok || !known || time.Now().After(g.expires) || refuse {
 		w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
 		writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "invalid_token"})
 		return
@@ -36,4 +36,22 @@ func (p *Provider) handleUserInfo(w http.ResponseWriter, r *http.Request) {
 		override(claims)
 	}
 	writeJSON(w, http.StatusOK, claims)
+}
+
+// SetUserInfoEndpoint makes the discovery document name u as the UserInfo endpoint from now
+// on, instead of the provider's own: "" leaves the endpoint out of discovery, the address of
+// a closed port makes it a UserInfo that is down.
+func (p *Provider) SetUserInfoEndpoint(u string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.userInfoURL = &u
+}
+
+// SetUserInfoRefusesTokens makes UserInfo answer 401 invalid_token to every access token
+// from now on, as a provider does whose access tokens are issued for an API (a resource
+// indicator) and so are not valid at its own UserInfo. Off again with false.
+func (p *Provider) SetUserInfoRefusesTokens(on bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.refuseTokens = on
 }

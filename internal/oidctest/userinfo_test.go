@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/coreos/go-oidc/v3/oidc"
@@ -114,6 +115,34 @@ func TestUserInfo(t *testing.T) {
 		_, err = op.UserInfo(context.Background(), oauth2.StaticTokenSource(&oauth2.Token{AccessToken: "forged", TokenType: "Bearer"}))
 		if err == nil {
 			t.Error("got no error for a forged access token")
+		}
+	})
+}
+
+func TestSetUserInfo(t *testing.T) {
+	t.Parallel()
+	p := oidctest.NewProvider(t)
+
+	t.Run("RefusesTokens", func(t *testing.T) {
+		p.SetUserInfoRefusesTokens(true)
+		defer p.SetUserInfoRefusesTokens(false)
+		_, _, err := loginWithUserInfo(t, p, "alice")
+		if err == nil || !strings.Contains(err.Error(), "401") {
+			t.Errorf("got %v, want a 401 for the provider's own access token", err)
+		}
+	})
+
+	t.Run("Endpoint", func(t *testing.T) {
+		defer p.SetUserInfoEndpoint(p.URL() + "/userinfo")
+		for _, u := range []string{"", "http://127.0.0.1:9/userinfo"} {
+			p.SetUserInfoEndpoint(u)
+			op, err := oidc.NewProvider(t.Context(), p.URL())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := op.UserInfoEndpoint(); got != u {
+				t.Errorf("got userinfo_endpoint %q, want %q", got, u)
+			}
 		}
 	})
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/coreos/go-oidc/v3/oidc"
 	"golang.org/x/oauth2"
 
-	"github.com/terdut-server/terdut-server/internal/zitadeltest"
+	"github.com/terdut-server/terdut-server/interop/zitadeltest"
 )
 
 const callback = "http://rp.example.test/callback"
