@@ -32,8 +32,8 @@ func TestServe_Housekeeping(t *testing.T) {
 		k AS (INSERT INTO api_keys (user_id, name, key_hash) SELECT pw.id, 'pw', sha256('pw'::bytea) FROM pw)
 		INSERT INTO api_keys (user_id, name, key_hash) SELECT sso.id, 'sso', sha256('sso'::bytea) FROM sso`)
 	// A person whose last single sign-on was 30 hours ago: the cap counts from it, not from now.
-	mustQuery(t, db, `WITH u AS (INSERT INTO users (username, oidc_issuer, oidc_subject, last_sso_at)
-		VALUES ('gone', 'https://idp.test', 'gone', now() - interval '30 hours') RETURNING id)
+	mustQuery(t, db, markedFixture+`u AS (INSERT INTO users (username, oidc_issuer, oidc_subject, last_sso_at)
+		SELECT 'gone', 'https://idp.test', 'gone', now() - interval '30 hours' FROM marked RETURNING id)
 		INSERT INTO api_keys (user_id, name, key_hash) SELECT u.id, 'gone', sha256('gone'::bytea) FROM u`)
 
 	deadline := time.Now().Add(startTimeout)
