@@ -60,11 +60,14 @@ func (p *Passwords) NeedsRehash(hash string) bool {
 // next sign-in tries again.
 func (s *server) rehash(ctx context.Context, id int64, oldHash, password string) {
 	ctx = context.WithoutCancel(ctx)
-	hash, err := s.hashPassword(ctx, password)
-	if errors.Is(err, errOverloaded) {
+	// Not hashPassword: a rehash left for later refuses nobody, so it is not counted as a
+	// refusal.
+	if !s.checks.acquire(ctx) {
 		s.log.DebugContext(ctx, "rehash password at the configured cost: no check slot free, left for a later sign-in", "user_id", id)
 		return
 	}
+	hash, err := s.passwords.Hash(password)
+	s.checks.release()
 	if err == nil {
 		err = s.store.RehashPassword(ctx, id, oldHash, hash)
 	}
