@@ -4,7 +4,6 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
-	"encoding/json"
 	"math"
 	"net/http"
 	"strings"
@@ -20,22 +19,11 @@ import (
 )
 
 // refusalLines returns the log lines of refused service-account tokens for reason.
-func refusalLines(t *testing.T, srv *apitest.Server, reason string) []map[string]any {
+func refusalLines(t *testing.T, srv *apitest.Server, reason string) []logLine {
 	t.Helper()
-	var out []map[string]any
-	for _, line := range strings.Split(srv.Logs.String(), "\n") {
-		if !strings.Contains(line, "operator service-account token refused") {
-			continue
-		}
-		var m map[string]any
-		if err := json.Unmarshal([]byte(line), &m); err != nil {
-			t.Fatalf("log line %q: %v", line, err)
-		}
-		if m["reason"] == reason {
-			out = append(out, m)
-		}
-	}
-	return out
+	return logLines(t, srv, func(l logLine) bool {
+		return l["msg"] == "operator service-account token refused" && l["reason"] == reason
+	})
 }
 
 // TestOperatorIdentity_RefusalLogsBounded: anonymous callers of the operator endpoints
