@@ -3,6 +3,7 @@ package api_test
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"strings"
 	"testing"
@@ -130,7 +131,10 @@ func TestSecurityEvents(t *testing.T) {
 	wantStatus(t, asPrincipal(http.MethodDelete, fmt.Sprintf("/api/users/%d/api-keys/%d", alice.ID, k.ID), nil), http.StatusNoContent)
 	wantEvent(t, srv, "api_key.revoked", map[string]any{"actor.id": float64(principal), "detail": fmt.Sprintf("key %d", k.ID)})
 	wantStatus(t, asPrincipal(http.MethodDelete, fmt.Sprintf("/api/users/%d", alice.ID), nil), http.StatusNoContent)
-	wantEvent(t, srv, "user.deleted", byPrincipal)
+	// Once deleted, the id names nobody: the event keeps the name the person had.
+	deleted := maps.Clone(byPrincipal)
+	deleted["target.username"] = "alice"
+	wantEvent(t, srv, "user.deleted", deleted)
 
 	// Single sign-on: a person provisioned, signed in, given another role by their groups, refused.
 	p.AddUser(oidctest.User{Subject: "sub-sid", PreferredUsername: "sid", Groups: []string{"users"}})
