@@ -9,17 +9,21 @@ import (
 	"strconv"
 	"sync/atomic"
 	"time"
+
+	"github.com/terdut-server/terdut-server/internal/logcap"
 )
 
 // accessLog writes the request's access line: method, route pattern (never the raw path, which
 // can hold anything a client typed), status, duration, the principal's id (0: none) and the
 // request's id. It costs what slog costs: the attributes are plain values, passed as they are.
+// The method is the client's word (Go's server takes any token that fits in its 64 KiB of headers), so
+// it is cut like every caller value in a line.
 func accessLog(log *slog.Logger, method, route string, c *requestContext, took time.Duration) {
 	if route == "" {
 		route = "unmatched"
 	}
 	log.LogAttrs(context.Background(), slog.LevelInfo, "request",
-		slog.String("method", method), slog.String("route", route), slog.Int("status", c.w.status),
+		slog.String("method", logcap.String(method)), slog.String("route", route), slog.Int("status", c.w.status),
 		slog.Float64("duration_ms", float64(took.Microseconds())/1000), slog.Int64("user_id", c.p.User.ID),
 		slog.String("request_id", c.id[0]))
 }

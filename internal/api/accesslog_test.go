@@ -77,6 +77,13 @@ func TestAccessLog(t *testing.T) {
 	if l := lines[len(lines)-1]; l["route"] != "unmatched" || l["status"] != float64(404) || l["user_id"] != float64(0) {
 		t.Errorf("unmatched request: got %v, want route unmatched, 404, user_id 0", l)
 	}
+	// A method is caller input too: Go's server takes any token of up to the header limit.
+	long := strings.Repeat("X", 16<<10)
+	srv.MustDo(t, apitest.Request{Method: long, Path: "/no/such/secret-looking-path"})
+	lines = accessLines(t, srv)
+	if m, _ := lines[len(lines)-1]["method"].(string); len(m) > 256 {
+		t.Errorf("a %d-byte method: the access line quotes %d bytes of it, want at most 128 and the marker", len(long), len(m))
+	}
 	if strings.Contains(srv.Logs.String(), "secret-looking-path") {
 		t.Errorf("the log holds a raw path")
 	}

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"context"
 	"net/http"
 	"strconv"
 	"strings"
@@ -94,7 +93,7 @@ func (s *server) handleAPIKeyCreate() http.Handler {
 			s.writeError(w, r, err)
 			return
 		}
-		by, err := s.keyCaller(r.Context(), req.CurrentPassword)
+		by, err := s.keyCaller(r, req.CurrentPassword)
 		if err != nil {
 			s.writeError(w, r, err)
 			return
@@ -116,8 +115,8 @@ func (s *server) handleAPIKeyCreate() http.Handler {
 // a password session with the current password (checked like a sign-in, on the same count and
 // in the same check slots), a single sign-on session by being recent (the store checks its
 // age under its lock). An API key makes keys as before.
-func (s *server) keyCaller(ctx context.Context, currentPassword string) (store.Caller, error) {
-	p := principalFrom(ctx)
+func (s *server) keyCaller(r *http.Request, currentPassword string) (store.Caller, error) {
+	p := principalFrom(r.Context())
 	by := store.Caller{UserID: p.User.ID, APIKey: p.APIKey, Session: p.SessionToken}
 	switch {
 	case p.SessionToken == "":
@@ -126,7 +125,7 @@ func (s *server) keyCaller(ctx context.Context, currentPassword string) (store.C
 	case currentPassword == "":
 		return store.Caller{}, errCurrentPasswordRequired
 	default:
-		if err := s.checkCurrentPassword(ctx, p.User, currentPassword, errWrongCurrentPasswordForKey); err != nil {
+		if err := s.checkCurrentPassword(r, p.User, currentPassword, errWrongCurrentPasswordForKey); err != nil {
 			return store.Caller{}, err
 		}
 	}

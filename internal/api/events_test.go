@@ -3,6 +3,7 @@ package api_test
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"strings"
 	"testing"
@@ -111,8 +112,24 @@ func TestSecurityEvents(t *testing.T) {
 	wantStatus(t, login(t, srv, "alice", "not-her-password", nil), http.StatusUnauthorized)
 	wantEvent(t, srv, "login.password.failed", map[string]any{"outcome": "failed", "username": "alice", "actor.kind": "anonymous",
 		"level": "WARN"})
-	srv.MustLogin(t, "alice", password)
+	aliceSession := srv.MustLogin(t, "alice", password)
 	wantEvent(t, srv, "login.password.succeeded", map[string]any{"actor.id": float64(alice.ID), "target.username": "alice"})
+	// A wrong current_password (here for a key from her session) is a failed authentication too,
+	// and so is its refusal past the guessing limit.
+	reauth := func() apitest.Response {
+		return srv.MustDo(t, apitest.Request{Method: http.MethodPost, Path: fmt.Sprintf("/api/users/%d/api-keys", alice.ID),
+			Cookie: aliceSession, Body: map[string]string{"name": "stolen", "current_password": "not-her-password"}})
+	}
+	wantAPIError(t, reauth(), http.StatusForbidden, "wrong_current_password")
+	wantEvent(t, srv, "reauth.failed", map[string]any{"outcome": "failed", "actor.id": float64(alice.ID),
+		"target.username": "alice", "level": "WARN"})
+	for i, resp := 0, reauth(); resp.Status != http.StatusTooManyRequests; i, resp = i+1, reauth() {
+		wantAPIError(t, resp, http.StatusForbidden, "wrong_current_password")
+		if i == 5 {
+			t.Fatal("wrong current passwords: no 429 past --password-login-limit 3")
+		}
+	}
+	wantEvent(t, srv, "reauth.locked_out", map[string]any{"outcome": "refused", "actor.id": float64(alice.ID)})
 	for range 3 { // the limit: the next one is refused
 		login(t, srv, "mallory", "guess-guess-guess", nil)
 	}
@@ -130,7 +147,10 @@ func TestSecurityEvents(t *testing.T) {
 	wantStatus(t, asPrincipal(http.MethodDelete, fmt.Sprintf("/api/users/%d/api-keys/%d", alice.ID, k.ID), nil), http.StatusNoContent)
 	wantEvent(t, srv, "api_key.revoked", map[string]any{"actor.id": float64(principal), "detail": fmt.Sprintf("key %d", k.ID)})
 	wantStatus(t, asPrincipal(http.MethodDelete, fmt.Sprintf("/api/users/%d", alice.ID), nil), http.StatusNoContent)
-	wantEvent(t, srv, "user.deleted", byPrincipal)
+	// Once deleted, the id names nobody: the event keeps the name the person had.
+	deleted := maps.Clone(byPrincipal)
+	deleted["target.username"] = "alice"
+	wantEvent(t, srv, "user.deleted", deleted)
 
 	// Single sign-on: a person provisioned, signed in, given another role by their groups, refused.
 	p.AddUser(oidctest.User{Subject: "sub-sid", PreferredUsername: "sid", Groups: []string{"users"}})

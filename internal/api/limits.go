@@ -201,26 +201,34 @@ func (c *checkSlots) release() {
 // it is counted, and logged at most once a second on this replica, with how many it stands for.
 func (s *server) checkPassword(ctx context.Context, hash, password string) (bool, error) {
 	if !s.checks.acquire(ctx) {
-		if err := ctx.Err(); err != nil {
-			return false, err
-		}
-		s.checks.refused.Inc()
-		if ok, held := s.overloadLog.Allow(); ok {
-			s.log.WarnContext(ctx, "password checks overloaded: refusing sign-ins with 503 overloaded (logged at most once a second)",
-				"password_checks", s.opts.PasswordChecks, "refused_since_last_line", held+1)
-		}
-		return false, errOverloaded
+		return false, s.slotRefused(ctx)
 	}
 	defer s.checks.release()
 	return s.passwords.Check(hash, password), nil
 }
 
+// slotRefused is the answer to a request that found no check slot free in time: the context's
+// error when the client went while it waited, else errOverloaded, counted and logged at most
+// once a second on this replica, with how many refusals the line stands for.
+func (s *server) slotRefused(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.checks.refused.Inc()
+	if ok, held := s.overloadLog.Allow(); ok {
+		s.log.WarnContext(ctx, "password checks overloaded: refusing sign-ins with 503 overloaded (logged at most once a second)",
+			"password_checks", s.opts.PasswordChecks, "refused_since_last_line", held+1)
+	}
+	return errOverloaded
+}
+
 // hashPassword hashes password (see Passwords.Hash) in a check slot: a hash costs what a check
-// does, so setting passwords shares the same bound on this replica's cores. It returns
-// errOverloaded, having hashed nothing, when no slot is free in time.
+// does, so setting passwords shares the same bound on this replica's cores. With no slot free
+// in time it hashes nothing and answers as checkPassword does (slotRefused): the refusal is
+// counted like a check's, and a client that went is not answered 503.
 func (s *server) hashPassword(ctx context.Context, password string) (string, error) {
 	if !s.checks.acquire(ctx) {
-		return "", errOverloaded
+		return "", s.slotRefused(ctx)
 	}
 	defer s.checks.release()
 	return s.passwords.Hash(password)

@@ -4,7 +4,6 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
-	"encoding/json"
 	"math"
 	"net/http"
 	"strings"
@@ -20,22 +19,11 @@ import (
 )
 
 // refusalLines returns the log lines of refused service-account tokens for reason.
-func refusalLines(t *testing.T, srv *apitest.Server, reason string) []map[string]any {
+func refusalLines(t *testing.T, srv *apitest.Server, reason string) []logLine {
 	t.Helper()
-	var out []map[string]any
-	for _, line := range strings.Split(srv.Logs.String(), "\n") {
-		if !strings.Contains(line, "operator service-account token refused") {
-			continue
-		}
-		var m map[string]any
-		if err := json.Unmarshal([]byte(line), &m); err != nil {
-			t.Fatalf("log line %q: %v", line, err)
-		}
-		if m["reason"] == reason {
-			out = append(out, m)
-		}
-	}
-	return out
+	return logLines(t, srv, func(l logLine) bool {
+		return l["msg"] == "operator service-account token refused" && l["reason"] == reason
+	})
 }
 
 // TestOperatorIdentity_RefusalLogsBounded: anonymous callers of the operator endpoints
@@ -164,5 +152,74 @@ func TestOperatorIdentity_UnavailableLogsBounded(t *testing.T) {
 	}
 	if got := metric(t, srv, `terdut_operator_identity_refusals_total{reason="issuer_unavailable"}`); got != n {
 		t.Errorf("metric: got %v, want every one of the %d", got, n)
+	}
+}
+
+// TestOperatorRefusedEventsBounded: the security event of a wrong operator token, which
+// anyone can send, is written at most once a second for each reason, like the refusal lines
+// above, and the lines with their suppressed counts account for every refusal, which the
+// metric counts one by one.
+func TestOperatorRefusedEventsBounded(t *testing.T) {
+	srv := newServer(t)
+	wrong := strings.Repeat("x", 40)
+	const n = 200
+	var sent atomic.Int64
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for sent.Add(1) <= n {
+				if resp, err := srv.Do(apitest.Request{Method: http.MethodPost, Path: "/api/bootstrap", Bearer: wrong}); err != nil || resp.Status != http.StatusUnauthorized {
+					t.Errorf("got %d %v, want 401", resp.Status, err)
+					return
+				}
+			}
+		})
+	}
+	// Another reason, amid the flood: not hidden by it.
+	if resp := srv.MustDo(t, apitest.Request{Method: http.MethodPost, Path: "/api/bootstrap"}); resp.Status != http.StatusUnauthorized {
+		t.Errorf("no token: got %d %s, want 401", resp.Status, resp.Body)
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	refused := func(reason string) []logLine {
+		var out []logLine
+		for _, l := range securityEvents(t, srv, "operator.refused") {
+			if l["reason"] == reason {
+				out = append(out, l)
+			}
+		}
+		return out
+	}
+	lines := refused("wrong_token")
+	if bound := 1 + int(math.Ceil(elapsed.Seconds())); len(lines) < 1 || len(lines) > bound {
+		t.Errorf("operator.refused events for %d wrong tokens in %s: got %d, want 1 to %d (one a second)", n, elapsed, len(lines), bound)
+	}
+	if got := len(refused("missing_token")); got != 1 {
+		t.Errorf("the request without a token amid the flood: got %d events, want 1", got)
+	}
+	total := n
+	deadline := time.Now().Add(30 * time.Second)
+	for len(refused("wrong_token")) == len(lines) {
+		if time.Now().After(deadline) {
+			t.Fatal("no wrong token logged again within 30s")
+		}
+		time.Sleep(100 * time.Millisecond)
+		srv.MustDo(t, apitest.Request{Method: http.MethodPost, Path: "/api/bootstrap", Bearer: wrong})
+		total++
+	}
+	counted := 0
+	for _, l := range refused("wrong_token") {
+		s, ok := l["suppressed"].(float64)
+		if !ok {
+			t.Fatalf("event %v: no suppressed count", l)
+		}
+		counted += 1 + int(s)
+	}
+	if counted != total {
+		t.Errorf("events plus the refusals they say were held back: got %d, want the %d refusals", counted, total)
+	}
+	if got := metric(t, srv, `terdut_operator_token_failures_total`); got != float64(total+1) {
+		t.Errorf("metric: got %v, want every one of the %d refusals", got, total+1)
 	}
 }

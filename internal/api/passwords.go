@@ -60,11 +60,14 @@ func (p *Passwords) NeedsRehash(hash string) bool {
 // next sign-in tries again.
 func (s *server) rehash(ctx context.Context, id int64, oldHash, password string) {
 	ctx = context.WithoutCancel(ctx)
-	hash, err := s.hashPassword(ctx, password)
-	if errors.Is(err, errOverloaded) {
+	// Not hashPassword: a rehash left for later refuses nobody, so it is not counted as a
+	// refusal.
+	if !s.checks.acquire(ctx) {
 		s.log.DebugContext(ctx, "rehash password at the configured cost: no check slot free, left for a later sign-in", "user_id", id)
 		return
 	}
+	hash, err := s.passwords.Hash(password)
+	s.checks.release()
 	if err == nil {
 		err = s.store.RehashPassword(ctx, id, oldHash, hash)
 	}
@@ -77,9 +80,16 @@ var errWrongCurrentPassword = &apiError{Status: http.StatusForbidden, Code: "wro
 	Message: "To change your own password, send your current password as current_password."}
 
 // checkCurrentPassword checks that password is u's: guessing it is throttled like sign-in, on
-// the same count, and checked in the same bcrypt slots. It returns wrong when it is not.
-func (s *server) checkCurrentPassword(ctx context.Context, u store.User, password string, wrong *apiError) error {
+// the same count, and checked in the same bcrypt slots. It returns wrong when it is not. A
+// wrong password, or one refused past the guessing limit, is a failed authentication: a
+// security event like a sign-in's (reauth.failed, reauth.locked_out).
+func (s *server) checkCurrentPassword(r *http.Request, u store.User, password string, wrong *apiError) error {
+	ctx := r.Context()
 	_, current, attempt, err := s.store.UserForSignIn(ctx, u.Username, store.GateOff, s.opts.LoginLimit)
+	var limited *store.RateLimitedError
+	if errors.As(err, &limited) {
+		s.event(r, "reauth.locked_out", outcomeRefused, target(u))
+	}
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return err
 	}
@@ -89,6 +99,7 @@ func (s *server) checkCurrentPassword(ctx context.Context, u store.User, passwor
 		return err
 	}
 	if !ok {
+		s.event(r, "reauth.failed", outcomeFailed, target(u))
 		return wrong
 	}
 	return s.store.ReleaseAttempt(ctx, attempt)
@@ -130,7 +141,7 @@ func (s *server) handlePasswordSet() http.Handler {
 			return
 		}
 		if caller.User.ID == id && target.HasPassword {
-			if err := s.checkCurrentPassword(r.Context(), target, req.CurrentPassword, errWrongCurrentPassword); err != nil {
+			if err := s.checkCurrentPassword(r, target, req.CurrentPassword, errWrongCurrentPassword); err != nil {
 				s.writeError(w, r, err)
 				return
 			}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/terdut-server/terdut-server/internal/pgtest"
@@ -82,6 +83,14 @@ func TestPasswordSet_HashesInACheckSlot(t *testing.T) {
 	}
 	if u, err := f.st.User(t.Context(), f.person.ID); err != nil || u.HasPassword {
 		t.Errorf("with the slot held: got has_password %v, %v, want false (nothing hashed, nothing stored)", u.HasPassword, err)
+	}
+	// Back-pressure like a check's: counted in the metric, and at most a line a second.
+	var m dto.Metric
+	if err := f.s.checks.refused.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.GetCounter().GetValue(); got != 1 {
+		t.Errorf("terdut_password_checks_refused_total after the refused set: got %v, want 1", got)
 	}
 	f.s.checks.release()
 

@@ -97,11 +97,17 @@ func (s *server) handleUserDelete() http.Handler {
 			s.writeError(w, r, err)
 			return
 		}
+		// Read first for the audit: once deleted, the id names nobody.
+		target, err := s.store.User(r.Context(), id)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
 		if err := s.store.DeleteUser(r.Context(), id); err != nil {
 			s.writeError(w, r, err)
 			return
 		}
-		s.audit(r, store.Event{Event: "user.deleted", TargetID: id})
+		s.audit(r, store.Event{Event: "user.deleted", TargetID: id, TargetName: target.Username})
 		w.WriteHeader(http.StatusNoContent)
 	})
 }
