@@ -13,10 +13,18 @@
 //	}
 //
 // The server is, in this order: the one at TERDUT_TEST_DATABASE_URL (an admin
-// URL; pgtest creates and drops its own databases there), a postgres:15-alpine
-// container when a Docker engine answers, or a throwaway cluster from the local
-// PostgreSQL binaries (see package pglocal). If none works, Main exits non-zero
-// and says why; it never skips tests.
+// URL; pgtest creates and drops its own databases there), a container of the
+// image TERDUT_TEST_POSTGRES_IMAGE names (default postgres:15-alpine) when a
+// Docker engine answers and holds that image, or a throwaway cluster from the
+// local PostgreSQL binaries (see package pglocal). Main prints one line saying
+// which it used ("pgtest: using [container] ..."), and why it fell back. If
+// none works, Main exits non-zero and says why; it never skips tests.
+//
+// Containers are labelled with the test process that started them and removed
+// when it ends, even by a panic or a signal: a reaper process (the test binary
+// again) waits for the end of a pipe only this process writes, then removes
+// them. Each run also removes the containers of earlier runs whose process is
+// gone.
 package pgtest
 
 import (
@@ -34,8 +42,12 @@ const EnvDatabaseURL = "TERDUT_TEST_DATABASE_URL"
 // setupTimeout bounds finding a server, creating the template and migrating it.
 const setupTimeout = 5 * time.Minute
 
-// current is the harness set up by Main for this test binary.
-var current *harness
+// current is the harness set up by Main for this test binary, and currentKind
+// the kind of its server.
+var (
+	current     *harness
+	currentKind string
+)
 
 // Main sets up the harness, runs the tests and exits with their status. Call
 // it from TestMain. migrate must apply the schema to the database at the URL
@@ -53,7 +65,8 @@ func run(m *testing.M, migrate func(ctx context.Context, databaseURL string) err
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	fmt.Fprintf(os.Stderr, "pgtest: using %s\n", srv.desc)
+	fmt.Fprintf(os.Stderr, "pgtest: using [%s] %s\n", srv.kind, srv.desc)
+	currentKind = srv.kind
 	defer func() {
 		if err := srv.stop(); err != nil {
 			fmt.Fprintf(os.Stderr, "pgtest: stop server: %v\n", err)
