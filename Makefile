@@ -38,6 +38,7 @@ test:
 lint:
 	$(GO) vet ./...
 	$(GO) vet -tags browser ./browsertest/
+	$(GO) vet -tags image ./e2e/image/
 	$(GO) tool staticcheck ./...
 
 # image builds the server's image IMAGE from the Dockerfile. With the Dockerfile's bases in

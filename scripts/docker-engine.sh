@@ -101,8 +101,11 @@ start() {
   mkdir -p "$dir/data" "$dir/exec"
   SECONDS=0
   # The dockerd here keeps its own everything; the default bridge it makes (docker0) is
-  # the only thing it shares with the machine.
-  nohup dockerd --data-root "$dir/data" --exec-root "$dir/exec" -H "$private_host" \
+  # the only thing it shares with the machine. Its proxy is a closed port on loopback, so
+  # that a pull (of an image that no test should ask for) fails at once and sends nothing
+  # beyond this machine, not even a name lookup.
+  HTTPS_PROXY=http://127.0.0.1:9 HTTP_PROXY=http://127.0.0.1:9 NO_PROXY= \
+    nohup dockerd --data-root "$dir/data" --exec-root "$dir/exec" -H "$private_host" \
     --pidfile "$pidfile" >"$dir/dockerd.log" 2>&1 </dev/null &
   local pid=$!
   echo "$pid" >"$dir/started.pid"
@@ -123,7 +126,7 @@ start() {
 pids_under() {
   local p
   for p in /proc/[0-9]*; do
-    tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -qF -- "$dir/" && echo "${p#/proc/}"
+    { tr '\0' ' ' <"$p/cmdline"; } 2>/dev/null | grep -qF -- "$dir/" && echo "${p#/proc/}"
   done
   return 0
 }
@@ -147,7 +150,8 @@ stop() {
     left=$(pids_under)
     [[ -z $left ]] || kill -KILL $left 2>/dev/null || true
   fi
-  grep -F " $dir/" /proc/mounts | awk '{print $2}' | sort -r | while read -r m; do umount -l "$m" 2>/dev/null || true; done
+  { grep -F " $dir/" /proc/mounts || true; } | awk '{print $2}' | sort -r |
+    while read -r m; do umount -l "$m" 2>/dev/null || true; done
   rm -f "$dir/started.pid" "$sock"
   say "stopped the engine in $dir"
 }

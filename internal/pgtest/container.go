@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/containerd/errdefs"
@@ -50,14 +51,6 @@ func startContainer(ctx context.Context) (*server, error) {
 	if image == "" {
 		image = DefaultPostgresImage
 	}
-	// testcontainers-go logs every step to stderr; pgtest's one line says what matters.
-	if os.Getenv(EnvVerbose) != "1" {
-		tclog.SetDefault(tclog.NewNoopLogger())
-	}
-	// Ryuk is an image no registry-less engine has: pgtest's own reaper does its work.
-	if _, set := os.LookupEnv(envRyukDisabled); !set {
-		_ = os.Setenv(envRyukDisabled, "true")
-	}
 	cli, err := engine(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("no Docker engine answered: %w", err)
@@ -82,11 +75,7 @@ func startContainer(ctx context.Context) (*server, error) {
 				daemon, image, EnvPull, EnvPostgresImage)
 		}
 	}
-	owner := ownerID(os.Getpid())
-	if owner == "" {
-		owner = "pid/" + strconv.Itoa(os.Getpid()) + "/" + uniqueName("run")
-	}
-	r, err := startReaper(owner, daemon)
+	owner, stopReaper, err := ensureReaper(daemon)
 	if err != nil {
 		return nil, err
 	}
@@ -110,7 +99,7 @@ func startContainer(ctx context.Context) (*server, error) {
 	)
 	stop := func() error {
 		err := testcontainers.TerminateContainer(ctr)
-		if rerr := r.stop(); err == nil {
+		if rerr := stopReaper(); err == nil {
 			err = rerr
 		}
 		return err
@@ -130,7 +119,18 @@ func startContainer(ctx context.Context) (*server, error) {
 
 // engine returns a client of the Docker engine testcontainers-go would use, once it has
 // answered a ping within dockerProbeTimeout.
+//
+// Before the first client is made (testcontainers-go reads its settings once), it turns
+// Ryuk off unless TESTCONTAINERS_RYUK_DISABLED is set: Ryuk is an image that an engine with
+// no registry cannot have, and asking for it is a pull; pgtest's own reaper does its work.
+// It also quiets testcontainers-go's log unless TERDUT_TEST_DOCKER_VERBOSE=1.
 func engine(ctx context.Context) (*testcontainers.DockerClient, error) {
+	if _, set := os.LookupEnv(envRyukDisabled); !set {
+		_ = os.Setenv(envRyukDisabled, "true")
+	}
+	if os.Getenv(EnvVerbose) != "1" {
+		tclog.SetDefault(tclog.NewNoopLogger())
+	}
 	ctx, cancel := context.WithTimeout(ctx, dockerProbeTimeout)
 	defer cancel()
 	type result struct {
@@ -154,4 +154,66 @@ func engine(ctx context.Context) (*testcontainers.DockerClient, error) {
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+}
+
+// The reaper of this process, started by the first container pgtest or a test starts.
+var (
+	reaperMu    sync.Mutex
+	reaperOwner string
+	reaperProc  *reaper
+)
+
+// ensureReaper starts this process's reaper for the engine at daemon unless it runs, and
+// returns the owner label it reaps and a function that stops it.
+func ensureReaper(daemon string) (owner string, stop func() error, err error) {
+	reaperMu.Lock()
+	defer reaperMu.Unlock()
+	if reaperProc == nil {
+		owner := ownerID(os.Getpid())
+		if owner == "" {
+			owner = "pid/" + strconv.Itoa(os.Getpid()) + "/" + uniqueName("run")
+		}
+		r, err := startReaper(owner, daemon)
+		if err != nil {
+			return "", nil, err
+		}
+		reaperOwner, reaperProc = owner, r
+	}
+	r := reaperProc
+	return reaperOwner, func() error {
+		reaperMu.Lock()
+		defer reaperMu.Unlock()
+		if reaperProc != r {
+			return nil
+		}
+		reaperProc = nil
+		return r.stop()
+	}, nil
+}
+
+// OwnedLabels returns the labels that make a container or a network this test process's,
+// for tests that start containers of their own: whatever carries them is removed when the
+// process ends, however it ends (a reaper process waits for that; see the package doc),
+// and by the next run of any pgtest user if even the reaper could not run. It fails when
+// no Docker engine answers. TESTCONTAINERS_HOST_OVERRIDE is checked and set as for pgtest's
+// own container.
+func OwnedLabels(ctx context.Context) (map[string]string, error) {
+	cli, err := engine(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("no Docker engine answered: %w", err)
+	}
+	defer cli.Close()
+	host, err := publishedHost(cli.DaemonHost(), os.Getenv(EnvHostOverride))
+	if err != nil {
+		return nil, err
+	}
+	_ = os.Setenv(EnvHostOverride, host)
+	if _, err := sweep(ctx, cli.Client); err != nil {
+		return nil, err
+	}
+	owner, _, err := ensureReaper(cli.DaemonHost())
+	if err != nil {
+		return nil, err
+	}
+	return map[string]string{labelHarness: "1", labelOwner: owner}, nil
 }

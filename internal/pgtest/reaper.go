@@ -101,6 +101,9 @@ func reap(owner string, in io.Reader) int {
 	for _, id := range removed {
 		fmt.Fprintf(os.Stderr, "pgtest reaper: removed container %.12s, left by test process %s\n", id, owner)
 	}
+	if err == nil {
+		err = removeNetworks(ctx, cli.Client, labelOwner+"="+owner, func(map[string]string) bool { return true })
+	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "pgtest reaper: %v\n", err)
 		return 1
@@ -111,9 +114,12 @@ func reap(owner string, in io.Reader) int {
 // sweep removes the containers of earlier pgtest runs on this machine whose owner process
 // has ended (their reaper could not run: the machine stopped, or it was killed too).
 func sweep(ctx context.Context, cli client.APIClient) ([]string, error) {
-	return removeContainers(ctx, cli, labelHarness, func(labels map[string]string) bool {
-		return ownerGone(labels[labelOwner])
-	})
+	gone := func(labels map[string]string) bool { return ownerGone(labels[labelOwner]) }
+	removed, err := removeContainers(ctx, cli, labelHarness, gone)
+	if err == nil {
+		err = removeNetworks(ctx, cli, labelHarness, gone)
+	}
+	return removed, err
 }
 
 // removeContainers force-removes, with their volumes, the containers matching the label
@@ -139,6 +145,25 @@ func removeContainers(ctx context.Context, cli client.APIClient, label string, p
 		removed = append(removed, c.ID)
 	}
 	return removed, nil
+}
+
+// removeNetworks removes the networks matching the label filter (their containers are
+// gone by then).
+func removeNetworks(ctx context.Context, cli client.APIClient, label string, pick func(map[string]string) bool) error {
+	list, err := cli.NetworkList(ctx, client.NetworkListOptions{Filters: make(client.Filters).Add("label", label)})
+	if err != nil {
+		return fmt.Errorf("list networks labelled %s: %w", label, err)
+	}
+	for _, n := range list.Items {
+		if !pick(n.Labels) {
+			continue
+		}
+		if _, err := cli.NetworkRemove(ctx, n.ID, client.NetworkRemoveOptions{}); err != nil && !errdefs.IsNotFound(err) {
+			return fmt.Errorf("remove network %s: %w", n.Name, err)
+		}
+		fmt.Fprintf(os.Stderr, "pgtest reaper: removed network %s\n", n.Name)
+	}
+	return nil
 }
 
 // ownerID returns the owner label of process pid on this machine, or "" when it cannot
