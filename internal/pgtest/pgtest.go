@@ -29,8 +29,10 @@ package pgtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -38,6 +40,11 @@ import (
 // EnvDatabaseURL names the environment variable holding the admin URL of an
 // existing server to use instead of starting one.
 const EnvDatabaseURL = "TERDUT_TEST_DATABASE_URL"
+
+// EnvReport names a file to which Main appends its one line, prefixed with the test
+// binary's name, so that CI can tell which server every package used: go test shows a
+// passing package's output only with -v.
+const EnvReport = "TERDUT_PGTEST_REPORT"
 
 // setupTimeout bounds finding a server, creating the template and migrating it.
 const setupTimeout = 5 * time.Minute
@@ -65,8 +72,13 @@ func run(m *testing.M, migrate func(ctx context.Context, databaseURL string) err
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	fmt.Fprintf(os.Stderr, "pgtest: using [%s] %s\n", srv.kind, srv.desc)
+	line := fmt.Sprintf("pgtest: using [%s] %s", srv.kind, srv.desc)
+	fmt.Fprintln(os.Stderr, line)
 	currentKind = srv.kind
+	if err := report(line); err != nil {
+		fmt.Fprintf(os.Stderr, "pgtest: %s: %v\n", EnvReport, err)
+		return 2
+	}
 	defer func() {
 		if err := srv.stop(); err != nil {
 			fmt.Fprintf(os.Stderr, "pgtest: stop server: %v\n", err)
@@ -118,4 +130,18 @@ func mustHarness(tb testing.TB) *harness {
 	tb.Helper()
 	tb.Fatal(msg)
 	return nil
+}
+
+// report appends "<test binary>: <line>" to the file EnvReport names, if any.
+func report(line string) error {
+	path := os.Getenv(EnvReport)
+	if path == "" {
+		return nil
+	}
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(f, "%s: %s\n", filepath.Base(os.Args[0]), line)
+	return errors.Join(err, f.Close())
 }
