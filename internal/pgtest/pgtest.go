@@ -33,6 +33,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -72,7 +73,8 @@ func run(m *testing.M, migrate func(ctx context.Context, databaseURL string) err
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	line := fmt.Sprintf("pgtest: using [%s] %s", srv.kind, srv.desc)
+	// One line, whatever the errors it quotes hold.
+	line := strings.Join(strings.Fields(fmt.Sprintf("pgtest: using [%s] %s", srv.kind, srv.desc)), " ")
 	fmt.Fprintln(os.Stderr, line)
 	currentKind = srv.kind
 	if err := report(line); err != nil {
