@@ -85,8 +85,10 @@ func startContainer(ctx context.Context) (*server, error) {
 		tcpostgres.WithPassword("postgres"),
 		testcontainers.WithLabels(map[string]string{labelHarness: "1", labelOwner: owner}),
 		testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) {
-			hc.ShmSize = 256 << 20 // Docker's 64 MB /dev/shm is too small for parallel queries
-			if isLoopback(host) {  // publish on loopback only: nothing else may reach it
+			// Docker's 64 MB /dev/shm is too small for parallel queries.
+			hc.ShmSize = 256 << 20
+			// Publish on loopback only: nothing else may reach the server.
+			if isLoopback(host) {
 				hc.PortBindings = network.PortMap{
 					network.MustParsePort("5432/tcp"): {{HostIP: netip.MustParseAddr("127.0.0.1")}},
 				}
