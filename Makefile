@@ -39,6 +39,7 @@ test:
 lint:
 	$(GO) vet ./...
 	$(GO) vet -tags browser ./browsertest/
+	$(GO) vet -tags image ./e2e/image/
 	$(GO) tool staticcheck ./...
 	cd interop && $(GO) vet ./...
 
@@ -50,6 +51,20 @@ lint:
 .PHONY: interop
 interop:
 	cd interop && $(GO) test -race -count=1 -timeout 60m ./...
+
+# image builds the server's image IMAGE from the Dockerfile. With the Dockerfile's bases in
+# the engine (or TERDUT_IMAGE_OFFLINE=0), as it is; otherwise from bases made on this machine
+# with no registry (scripts/server-image.sh). Needs a Docker engine: scripts/docker-engine.sh
+# starts one. The image's end-to-end test: make image-test.
+IMAGE ?= terdut-server:dev
+.PHONY: image image-test
+image:
+	scripts/server-image.sh $(IMAGE)
+
+# image-test runs the image IMAGE as deploy/kubernetes/deployment.yaml runs it, against a
+# PostgreSQL container (TERDUT_TEST_POSTGRES_IMAGE, default postgres:15-alpine).
+image-test:
+	TERDUT_TEST_SERVER_IMAGE=$(IMAGE) $(GO) test -race -count=1 -tags image -timeout 10m -v ./e2e/image/
 
 # build makes a static binary at bin/terdut-server.
 .PHONY: build

@@ -13,16 +13,27 @@
 //	}
 //
 // The server is, in this order: the one at TERDUT_TEST_DATABASE_URL (an admin
-// URL; pgtest creates and drops its own databases there), a postgres:15-alpine
-// container when a Docker engine answers, or a throwaway cluster from the local
-// PostgreSQL binaries (see package pglocal). If none works, Main exits non-zero
-// and says why; it never skips tests.
+// URL; pgtest creates and drops its own databases there), a container of the
+// image TERDUT_TEST_POSTGRES_IMAGE names (default postgres:15-alpine) when a
+// Docker engine answers and holds that image, or a throwaway cluster from the
+// local PostgreSQL binaries (see package pglocal). Main prints one line saying
+// which it used ("pgtest: using [container] ..."), and why it fell back. If
+// none works, Main exits non-zero and says why; it never skips tests.
+//
+// Containers are labelled with the test process that started them and removed
+// when it ends, even by a panic or a signal: a reaper process (the test binary
+// again) waits for the end of a pipe only this process writes, then removes
+// them. Each run also removes the containers of earlier runs whose process is
+// gone.
 package pgtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -31,11 +42,20 @@ import (
 // existing server to use instead of starting one.
 const EnvDatabaseURL = "TERDUT_TEST_DATABASE_URL"
 
+// EnvReport names a file to which Main appends its one line, prefixed with the test
+// binary's name, so that CI can tell which server every package used: go test shows a
+// passing package's output only with -v.
+const EnvReport = "TERDUT_PGTEST_REPORT"
+
 // setupTimeout bounds finding a server, creating the template and migrating it.
 const setupTimeout = 5 * time.Minute
 
-// current is the harness set up by Main for this test binary.
-var current *harness
+// current is the harness set up by Main for this test binary, and currentKind
+// the kind of its server.
+var (
+	current     *harness
+	currentKind string
+)
 
 // Main sets up the harness, runs the tests and exits with their status. Call
 // it from TestMain. migrate must apply the schema to the database at the URL
@@ -53,7 +73,14 @@ func run(m *testing.M, migrate func(ctx context.Context, databaseURL string) err
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	fmt.Fprintf(os.Stderr, "pgtest: using %s\n", srv.desc)
+	// One line, whatever the errors it quotes hold.
+	line := strings.Join(strings.Fields(fmt.Sprintf("pgtest: using [%s] %s", srv.kind, srv.desc)), " ")
+	fmt.Fprintln(os.Stderr, line)
+	currentKind = srv.kind
+	if err := report(line); err != nil {
+		fmt.Fprintf(os.Stderr, "pgtest: %s: %v\n", EnvReport, err)
+		return 2
+	}
 	defer func() {
 		if err := srv.stop(); err != nil {
 			fmt.Fprintf(os.Stderr, "pgtest: stop server: %v\n", err)
@@ -105,4 +132,18 @@ func mustHarness(tb testing.TB) *harness {
 	tb.Helper()
 	tb.Fatal(msg)
 	return nil
+}
+
+// report appends "<test binary>: <line>" to the file EnvReport names, if any.
+func report(line string) error {
+	path := os.Getenv(EnvReport)
+	if path == "" {
+		return nil
+	}
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(f, "%s: %s\n", filepath.Base(os.Args[0]), line)
+	return errors.Join(err, f.Close())
 }

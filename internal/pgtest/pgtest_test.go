@@ -2,12 +2,16 @@ package pgtest
 
 import (
 	"context"
+	"os"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 )
 
 func TestMain(m *testing.M) {
+	if mode := os.Getenv(envHelper); mode != "" {
+		helperMain(mode) // a child of TestReaper_RemovesContainers; never returns
+	}
 	Main(m, func(ctx context.Context, url string) error {
 		conn, err := pgx.Connect(ctx, url)
 		if err != nil {
