@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/netip"
 	"net/url"
 	"os"
@@ -273,4 +274,18 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// secureOrLoopbackPublicURL reports whether people reach u over https, or over plain http on a
+// loopback address (localhost, 127.0.0.0/8, ::1), which browsers never send anywhere else.
+func secureOrLoopbackPublicURL(u *url.URL) bool {
+	if u == nil || u.Scheme == "https" {
+		return true
+	}
+	host := u.Hostname()
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

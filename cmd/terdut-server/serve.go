@@ -45,6 +45,10 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if tokens == nil && identity == nil {
 		log.Warn("no operator token configured (--operator-token-file) and no operator identity (--operator-oidc-issuer): anyone who reaches POST /api/bootstrap at the public URL's host or a loopback address can claim this install, and the claim cannot be reset over the API")
 	}
+	if cfg.OIDCIssuer != "" && !secureOrLoopbackPublicURL(cfg.PublicURL) {
+		log.Warn("single sign-on over plain http off loopback (--public-url): its state cookie cannot carry the __Host- prefix, so a sibling host can plant a state and sign a person in as someone else (login CSRF); use an https --public-url",
+			"public_url", cfg.PublicURL.String())
+	}
 	st, err := openMigrated(ctx, cfg.DatabaseURL, log)
 	if err != nil {
 		return err
