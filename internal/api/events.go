@@ -66,8 +66,11 @@ func (a operatorActor) LogValue() slog.Value {
 }
 
 // target names the user an event acted on.
-func target(u store.User) slog.Attr {
-	return slog.Group("target", slog.Int64("id", u.ID), slog.String("username", logcap.String(u.Username)))
+func target(u store.User) slog.Attr { return targetAttr(u.ID, u.Username) }
+
+// targetAttr names the user an event acted on by id and username.
+func targetAttr(id int64, username string) slog.Attr {
+	return slog.Group("target", slog.Int64("id", id), slog.String("username", logcap.String(username)))
 }
 
 // audit records an administrative action of r that has been done: its security event, and its
@@ -80,7 +83,7 @@ func (s *server) audit(r *http.Request, e store.Event, attrs ...slog.Attr) {
 			e.ActorKind, e.ActorID, e.ActorName = store.ActorKindUser, u.ID, u.Username
 		}
 	}
-	attrs = append(attrs, slog.Group("target", slog.Int64("id", e.TargetID), slog.String("username", logcap.String(e.TargetName))))
+	attrs = append(attrs, targetAttr(e.TargetID, e.TargetName))
 	if e.Detail != "" {
 		attrs = append(attrs, slog.String("detail", logcap.String(e.Detail)))
 	}

@@ -89,11 +89,7 @@ func TestOIDC_UserInfoOnlyWhenNeeded(t *testing.T) {
 		srv, p := newUserInfoServer(t, func(p *oidctest.Provider) { p.SetUserInfoRefusesTokens(true) }, nil)
 		f := srv.MustStartOIDC(t, p, "sub-zoe")
 		p.NextTokenOverride(func(c map[string]any) { delete(c, "groups") })
-		resp := srv.MustDo(t, f.Request())
-		c := resp.Cookie("terdut_session")
-		if resp.Status != http.StatusSeeOther || c == nil {
-			t.Fatalf("got %d %s, want 303 with a session", resp.Status, resp.Body)
-		}
+		c := mustFinishSSO(t, srv, f)
 		if got := mustMe(t, srv, c); got.Username != "zoe" || got.Role != store.RoleMember {
 			t.Errorf("got %+v, want zoe, a member", got)
 		}
@@ -110,11 +106,7 @@ func TestOIDC_UserInfoOnlyWhenNeeded(t *testing.T) {
 				srv, p := newUserInfoServer(t, nil, withGroupRules)
 				f := srv.MustStartOIDC(t, p, "sub-zoe")
 				p.NextTokenOverride(func(c map[string]any) { delete(c, missing) })
-				resp := srv.MustDo(t, f.Request())
-				c := resp.Cookie("terdut_session")
-				if resp.Status != http.StatusSeeOther || c == nil {
-					t.Fatalf("got %d %s, want 303 with a session", resp.Status, resp.Body)
-				}
+				c := mustFinishSSO(t, srv, f)
 				checkZoe(t, srv, c)
 				if n := p.UserInfoRequests(); n != 1 {
 					t.Errorf("UserInfo requests: got %d, want 1", n)
@@ -134,11 +126,7 @@ func TestOIDC_UserInfoOnlyWhenNeeded(t *testing.T) {
 		})
 		f := srv.MustStartOIDC(t, p, "sub-kim")
 		p.NextTokenOverride(func(c map[string]any) { delete(c, "realm_access") })
-		resp := srv.MustDo(t, f.Request())
-		c := resp.Cookie("terdut_session")
-		if resp.Status != http.StatusSeeOther || c == nil {
-			t.Fatalf("got %d %s, want 303 with a session", resp.Status, resp.Body)
-		}
+		c := mustFinishSSO(t, srv, f)
 		if got := mustMe(t, srv, c); got.Username != "kim" || got.Role != store.RoleAdmin {
 			t.Errorf("got %+v, want kim, an admin by UserInfo's realm_access.roles", got)
 		}
@@ -186,4 +174,16 @@ func TestOIDC_UserInfoOnlyWhenNeeded(t *testing.T) {
 			})
 		}
 	})
+}
+
+// mustFinishSSO completes the sign-in f and returns its session cookie; anything but a
+// redirect with a session fails the test.
+func mustFinishSSO(t *testing.T, srv *apitest.Server, f apitest.OIDCFlow) *http.Cookie {
+	t.Helper()
+	resp := srv.MustDo(t, f.Request())
+	c := resp.Cookie("terdut_session")
+	if resp.Status != http.StatusSeeOther || c == nil {
+		t.Fatalf("got %d %s, want 303 with a session", resp.Status, resp.Body)
+	}
+	return c
 }
