@@ -68,25 +68,12 @@ func TestOperatorIdentity_RefusalLogsBounded(t *testing.T) {
 		expired.IssuedAt, expired.NotBefore, expired.Expiry = now.Add(-time.Hour), now.Add(-time.Hour), now.Add(-2*time.Minute)
 
 		const n = 400
-		var sent atomic.Int64
-		start := time.Now()
-		var wg sync.WaitGroup
-		for range 8 {
-			wg.Go(func() {
-				for sent.Add(1) <= n {
-					if resp, err := srv.Do(apitest.Request{Method: http.MethodPost, Path: "/api/bootstrap", Bearer: flood}); err != nil || resp.Status != http.StatusUnauthorized {
-						t.Errorf("got %d %v, want 401", resp.Status, err)
-						return
-					}
-				}
-			})
-		}
 		// Another reason, amid the flood: not hidden by it.
-		if resp := claim(t, srv, is.Sign(t, expired)); resp.Status != http.StatusUnauthorized {
-			t.Errorf("expired: got %d %s, want 401", resp.Status, resp.Body)
-		}
-		wg.Wait()
-		elapsed := time.Since(start)
+		elapsed := floodClaims(t, srv, flood, n, 8, http.StatusUnauthorized, func() {
+			if resp := claim(t, srv, is.Sign(t, expired)); resp.Status != http.StatusUnauthorized {
+				t.Errorf("expired: got %d %s, want 401", resp.Status, resp.Body)
+			}
+		})
 		lines := refusalLines(t, srv, "audience")
 		if bound := 1 + int(math.Ceil(elapsed.Seconds())); len(lines) < 1 || len(lines) > bound {
 			t.Errorf("lines for %d refusals in %s: got %d, want 1 to %d (one a second)", n, elapsed, len(lines), bound)
@@ -132,20 +119,7 @@ func TestOperatorIdentity_UnavailableLogsBounded(t *testing.T) {
 	srv := identityServer(t, is, false)
 	token := is.Sign(t, opClaims("p"))
 	const n = 100
-	start := time.Now()
-	var wg sync.WaitGroup
-	for range 4 {
-		wg.Go(func() {
-			for range n / 4 {
-				if resp, err := srv.Do(apitest.Request{Method: http.MethodPost, Path: "/api/bootstrap", Bearer: token}); err != nil || resp.Status != http.StatusServiceUnavailable {
-					t.Errorf("got %d %v, want 503", resp.Status, err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
+	elapsed := floodClaims(t, srv, token, n, 4, http.StatusServiceUnavailable, nil)
 	lines := strings.Count(srv.Logs.String(), `"level":"ERROR"`)
 	if bound := 1 + int(math.Ceil(elapsed.Seconds())); lines < 1 || lines > bound {
 		t.Errorf("ERROR lines for %d requests in %s: got %d, want 1 to %d (one a second)", n, elapsed, lines, bound)
@@ -163,25 +137,12 @@ func TestOperatorRefusedEventsBounded(t *testing.T) {
 	srv := newServer(t)
 	wrong := strings.Repeat("x", 40)
 	const n = 200
-	var sent atomic.Int64
-	start := time.Now()
-	var wg sync.WaitGroup
-	for range 4 {
-		wg.Go(func() {
-			for sent.Add(1) <= n {
-				if resp, err := srv.Do(apitest.Request{Method: http.MethodPost, Path: "/api/bootstrap", Bearer: wrong}); err != nil || resp.Status != http.StatusUnauthorized {
-					t.Errorf("got %d %v, want 401", resp.Status, err)
-					return
-				}
-			}
-		})
-	}
 	// Another reason, amid the flood: not hidden by it.
-	if resp := srv.MustDo(t, apitest.Request{Method: http.MethodPost, Path: "/api/bootstrap"}); resp.Status != http.StatusUnauthorized {
-		t.Errorf("no token: got %d %s, want 401", resp.Status, resp.Body)
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
+	elapsed := floodClaims(t, srv, wrong, n, 4, http.StatusUnauthorized, func() {
+		if resp := srv.MustDo(t, apitest.Request{Method: http.MethodPost, Path: "/api/bootstrap"}); resp.Status != http.StatusUnauthorized {
+			t.Errorf("no token: got %d %s, want 401", resp.Status, resp.Body)
+		}
+	})
 	refused := func(reason string) []logLine {
 		var out []logLine
 		for _, l := range securityEvents(t, srv, "operator.refused") {
@@ -222,4 +183,28 @@ func TestOperatorRefusedEventsBounded(t *testing.T) {
 	if got := metric(t, srv, `terdut_operator_token_failures_total`); got != float64(total+1) {
 		t.Errorf("metric: got %v, want every one of the %d refusals", got, total+1)
 	}
+}
+
+// floodClaims sends n claims with bearer from workers goroutines, each answered want, runs
+// amid (when not nil) while they are under way, and returns how long the flood took.
+func floodClaims(t *testing.T, srv *apitest.Server, bearer string, n, workers, want int, amid func()) time.Duration {
+	t.Helper()
+	var sent atomic.Int64
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for sent.Add(1) <= int64(n) {
+				if resp, err := srv.Do(apitest.Request{Method: http.MethodPost, Path: "/api/bootstrap", Bearer: bearer}); err != nil || resp.Status != want {
+					t.Errorf("got %d %v, want %d", resp.Status, err, want)
+					return
+				}
+			}
+		})
+	}
+	if amid != nil {
+		amid()
+	}
+	wg.Wait()
+	return time.Since(start)
 }
