@@ -22,7 +22,7 @@ import (
 // within a bounded wait, and none of them starts a second discovery: the one request at the
 // provider is still waiting when they have all been answered.
 func TestOIDC_ProviderHung(t *testing.T) {
-	for name, mode := range map[string]stalltest.Mode{"Silent": stalltest.Silent, "Trickle": stalltest.Trickle} {
+	for name, mode := range stalltest.Modes {
 		t.Run(name, func(t *testing.T) {
 			hung := stalltest.New(t, mode)
 			srv := apitest.NewServer(t, pgtest.MustDatabase(t), func(o *api.Options) {

@@ -26,7 +26,7 @@ import (
 // unknown key's request gives up with ErrUnavailable long before the read's own deadline,
 // and more unknown keys start no second read.
 func TestVerify_KnownKeyWhileRefreshHangs(t *testing.T) {
-	for name, mode := range map[string]stalltest.Mode{"Silent": stalltest.Silent, "Trickle": stalltest.Trickle} {
+	for name, mode := range stalltest.Modes {
 		t.Run(name, func(t *testing.T) {
 			stall := stalltest.New(t, mode)
 			var served atomic.Int64

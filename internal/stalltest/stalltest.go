@@ -23,6 +23,9 @@ const (
 	Trickle
 )
 
+// Modes names every Mode, for tests that run once against each.
+var Modes = map[string]Mode{"Silent": Silent, "Trickle": Trickle}
+
 // trickleEvery is how often Trickle writes one byte.
 const trickleEvery = time.Second
 

@@ -15,7 +15,7 @@ import (
 // TestPeer: a client's request waits at the peer, counted as open, until the client gives
 // up; then it no longer counts. Trickle's first bytes arrive, its answer never does.
 func TestPeer(t *testing.T) {
-	for name, mode := range map[string]stalltest.Mode{"Silent": stalltest.Silent, "Trickle": stalltest.Trickle} {
+	for name, mode := range stalltest.Modes {
 		t.Run(name, func(t *testing.T) {
 			p := stalltest.New(t, mode)
 			ctx, cancel := context.WithCancel(t.Context())
