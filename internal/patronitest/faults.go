@@ -17,13 +17,13 @@ import (
 func (c *Cluster) Kill(m *Member) {
 	c.t.Helper()
 	pid := postmasterPID(m.DataDir)
-	m.patroni.signalGroup(syscall.SIGKILL)
+	m.patroni.SignalGroup(syscall.SIGKILL)
 	if pid != 0 {
 		if err := pglocal.KillPostmaster(pid); err != nil {
 			c.Fail("kill %s's postmaster: %v", m.Name, err)
 		}
 	}
-	<-m.patroni.exited
+	<-m.patroni.Exited()
 }
 
 // KillLeader kills the current leader (see Kill) and returns it and when it was killed.
@@ -79,7 +79,7 @@ func (c *Cluster) PauseEtcd(pause bool) {
 	if pause {
 		sig = syscall.SIGSTOP
 	}
-	c.etcd.signalGroup(sig)
+	c.etcd.SignalGroup(sig)
 	c.Logf("etcd paused: %v", pause)
 }
 
@@ -88,7 +88,7 @@ func (c *Cluster) PauseEtcd(pause bool) {
 // data. It waits until the cluster is ready again.
 func (c *Cluster) Restart(ctx context.Context, m *Member) {
 	c.t.Helper()
-	if !m.patroni.stop(syscall.SIGTERM, time.Minute) {
+	if !m.patroni.Stop(syscall.SIGTERM, time.Minute) {
 		c.Fail("%s did not stop within a minute of SIGTERM", m.Name)
 	}
 	m.killPostgres() // none should be left; a pod's would die with its container

@@ -41,11 +41,11 @@ func (c *Cluster) DumpLogs() {
 func (c *Cluster) stop() {
 	for _, m := range c.Members {
 		if m.patroni != nil {
-			m.patroni.signalGroup(syscall.SIGTERM)
+			m.patroni.SignalGroup(syscall.SIGTERM)
 		}
 	}
 	for _, m := range c.Members {
-		if m.patroni != nil && !m.patroni.stop(syscall.SIGTERM, 15*time.Second) {
+		if m.patroni != nil && !m.patroni.Stop(syscall.SIGTERM, 15*time.Second) {
 			c.Logf("%s did not stop within 15s of SIGTERM; killed", m.Name)
 		}
 		m.killPostgres()
@@ -53,15 +53,15 @@ func (c *Cluster) stop() {
 			m.etcd.close()
 		}
 	}
-	c.haproxy.stop(syscall.SIGTERM, 5*time.Second)
+	c.haproxy.Stop(syscall.SIGTERM, 5*time.Second)
 	if c.etcd != nil {
-		c.etcd.signalGroup(syscall.SIGCONT) // in case a test left it stopped
-		c.etcd.stop(syscall.SIGTERM, 5*time.Second)
+		c.etcd.SignalGroup(syscall.SIGCONT) // in case a test left it stopped
+		c.etcd.Stop(syscall.SIGTERM, 5*time.Second)
 	}
 	if c.t.Failed() {
 		c.DumpLogs()
 	}
-	c.reaper.stop(syscall.SIGKILL, time.Second)
+	c.reaper.Stop(syscall.SIGKILL, time.Second)
 	_ = os.RemoveAll(c.dir)
 }
 

@@ -10,6 +10,8 @@
 package patronitest
 
 import (
+	"github.com/terdut-server/terdut-server/internal/proctest"
+
 	"context"
 	"encoding/json"
 	"fmt"
@@ -56,7 +58,7 @@ type Member struct {
 	config  string
 	logPath string
 	etcd    *proxy // this member's connection to etcd
-	patroni *proc
+	patroni *proctest.Proc
 }
 
 // Cluster is a running Patroni cluster. Its methods fail the test on a hang or an error.
@@ -69,10 +71,10 @@ type Cluster struct {
 	dir      string
 	bins     map[string]string
 	owner    *sysUser
-	etcd     *proc
+	etcd     *proctest.Proc
 	etcdArgs []string
-	haproxy  *proc
-	reaper   *proc
+	haproxy  *proctest.Proc
+	reaper   *proctest.Proc
 	logf     func(string, ...any)
 }
 
@@ -99,7 +101,7 @@ func Start(t testing.TB) *Cluster {
 	c := &Cluster{t: t, dir: dir, bins: bins, owner: owner, logf: t.Logf}
 	t.Cleanup(c.stop)
 	c.startReaper()
-	ports, err := freePorts(3 + 3 + 3 + 1)
+	ports, err := proctest.FreePorts(3 + 3 + 3 + 1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -83,7 +83,7 @@ func (m *Member) Status(ctx context.Context) (Status, error) {
 func (c *Cluster) Topology(ctx context.Context) ([]ClusterMember, error) {
 	var lastErr error
 	for _, m := range c.Members {
-		if m.patroni == nil || m.patroni.done() {
+		if m.patroni == nil || m.patroni.Done() {
 			continue
 		}
 		var body struct {
@@ -117,7 +117,7 @@ func (c *Cluster) ready(ctx context.Context) (leader, sync *Member, why string) 
 	}
 	running := 0
 	for _, m := range c.Members {
-		if m.patroni != nil && !m.patroni.done() {
+		if m.patroni != nil && !m.patroni.Done() {
 			running++
 		}
 	}
