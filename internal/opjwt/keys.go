@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -196,32 +197,20 @@ func keyFits(k jose.JSONWebKey, alg jose.SignatureAlgorithm) bool {
 }
 
 // fetch reads the discovery document (once, and again after a failure) and then the JWKS
-// into next.keys; it returns the jwks_uri to use next time ("" after a failure).
+// into next.keys; it returns the JWKS URL to use next time ("" after a failure).
 func (ks *keySet) fetch(ctx context.Context, auth bearer, next *keyState) (string, error) {
 	jwksURL := next.jwksURL
 	if jwksURL == "" {
-		var doc struct {
-			Issuer  string `json:"issuer"`
-			JWKSURI string `json:"jwks_uri"`
-		}
-		discovery := strings.TrimSuffix(ks.cfg.Issuer, "/") + "/.well-known/openid-configuration"
-		if err := ks.getJSON(ctx, discovery, auth, &doc); err != nil {
+		u, err := ks.discover(ctx, auth)
+		if err != nil {
 			return "", err
 		}
-		if doc.Issuer != ks.cfg.Issuer {
-			return "", fmt.Errorf("the discovery document names the issuer %q, want %q", logcap.String(doc.Issuer), ks.cfg.Issuer)
-		}
-		u, err := url.Parse(doc.JWKSURI)
-		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-			return "", fmt.Errorf("the discovery document's jwks_uri %q is not an absolute URL", logcap.String(doc.JWKSURI))
-		}
-		if !secureOrLoopback(u) {
-			return "", fmt.Errorf("the discovery document's jwks_uri %q is plain http to a host that is not a loopback address", logcap.String(doc.JWKSURI))
-		}
-		jwksURL = doc.JWKSURI
+		jwksURL = u
 	}
 	var set jose.JSONWebKeySet
-	if err := ks.getJSON(ctx, jwksURL, auth, &set); err != nil {
+	// The API server refuses a request for application/json alone (406): its key set is
+	// application/jwk-set+json.
+	if err := ks.getJSON(ctx, jwksURL, "application/jwk-set+json, application/json", auth, &set); err != nil {
 		return "", err
 	}
 	var keys []jose.JSONWebKey
@@ -234,12 +223,50 @@ func (ks *keySet) fetch(ctx context.Context, auth bearer, next *keyState) (strin
 	return jwksURL, nil
 }
 
-func (ks *keySet) getJSON(ctx context.Context, target string, auth bearer, v any) error {
+// discover reads the issuer's discovery document and returns where to read its keys: the
+// JWKSURL configured; else discovery's jwks_uri on the issuer's own origin; else that path
+// on the issuer's origin (see Config.JWKSURL).
+func (ks *keySet) discover(ctx context.Context, auth bearer) (string, error) {
+	if ks.cfg.JWKSURL != "" {
+		return ks.cfg.JWKSURL, nil
+	}
+	var doc struct {
+		Issuer  string `json:"issuer"`
+		JWKSURI string `json:"jwks_uri"`
+	}
+	discovery := strings.TrimSuffix(ks.cfg.Issuer, "/") + "/.well-known/openid-configuration"
+	if err := ks.getJSON(ctx, discovery, "application/json", auth, &doc); err != nil {
+		return "", err
+	}
+	if doc.Issuer != ks.cfg.Issuer && !slices.Contains(ks.cfg.OtherIssuers, doc.Issuer) {
+		return "", fmt.Errorf("the discovery document names the issuer %q, want %q", logcap.String(doc.Issuer),
+			strings.Join(append([]string{ks.cfg.Issuer}, ks.cfg.OtherIssuers...), " or "))
+	}
+	u, err := url.Parse(doc.JWKSURI)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return "", fmt.Errorf("the discovery document's jwks_uri %q is not an absolute URL", logcap.String(doc.JWKSURI))
+	}
+	issuer, _ := url.Parse(ks.cfg.Issuer) // checked by New
+	if sameOrigin(issuer, u) {
+		return u.String(), nil
+	}
+	onIssuer := &url.URL{Scheme: issuer.Scheme, Host: issuer.Host, Path: u.Path, RawPath: u.RawPath, RawQuery: u.RawQuery}
+	ks.cfg.Logger.InfoContext(ctx, "the operator identity issuer's discovery names its keys on another origin; reading them at the same path on the issuer's own",
+		"issuer", ks.cfg.Issuer, "jwks_uri", logcap.String(doc.JWKSURI), "reading", onIssuer.String())
+	return onIssuer.String(), nil
+}
+
+// sameOrigin reports whether a and b have the same scheme, host and port.
+func sameOrigin(a, b *url.URL) bool {
+	return a.Scheme == b.Scheme && strings.EqualFold(a.Hostname(), b.Hostname()) && defaultPort(a) == defaultPort(b)
+}
+
+func (ks *keySet) getJSON(ctx context.Context, target, accept string, auth bearer, v any) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Accept", "application/json")
+	req.Header.Set("Accept", accept)
 	if ks.mayAuthenticate(req.URL) {
 		if auth.err != nil {
 			return auth.err
@@ -256,15 +283,20 @@ func (ks *keySet) getJSON(ctx context.Context, target string, auth bearer, v any
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("GET %s: status %d", target, resp.StatusCode)
 	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxDocBytes+1))
+	return readJSON(resp.Body, target, v)
+}
+
+// readJSON decodes at most maxDocBytes of body into v.
+func readJSON(body io.Reader, target string, v any) error {
+	b, err := io.ReadAll(io.LimitReader(body, maxDocBytes+1))
 	if err != nil {
-		return fmt.Errorf("GET %s: %w", target, err)
+		return fmt.Errorf("%s: %w", target, err)
 	}
-	if len(body) > maxDocBytes {
-		return fmt.Errorf("GET %s: the answer is larger than %d bytes", target, maxDocBytes)
+	if len(b) > maxDocBytes {
+		return fmt.Errorf("%s: the answer is larger than %d bytes", target, maxDocBytes)
 	}
-	if err := json.Unmarshal(body, v); err != nil {
-		return fmt.Errorf("GET %s: the answer is not the JSON expected", target)
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("%s: the answer is not the JSON expected", target)
 	}
 	return nil
 }
@@ -276,14 +308,16 @@ func (ks *keySet) mayAuthenticate(target *url.URL) bool {
 		return false
 	}
 	issuer, err := url.Parse(ks.cfg.Issuer)
-	return err == nil && issuer.Scheme == "https" && strings.EqualFold(issuer.Hostname(), target.Hostname()) &&
-		httpsPort(issuer) == httpsPort(target)
+	return err == nil && issuer.Scheme == "https" && sameOrigin(issuer, target)
 }
 
-// httpsPort is u's port, 443 when it names none.
-func httpsPort(u *url.URL) string {
+// defaultPort is u's port, or its scheme's when it names none.
+func defaultPort(u *url.URL) string {
 	if p := u.Port(); p != "" {
 		return p
+	}
+	if u.Scheme == "http" {
+		return "80"
 	}
 	return "443"
 }
@@ -303,16 +337,21 @@ func (ks *keySet) authToken() bearer {
 	if ks.cfg.AuthTokenFile == "" || ks.cfg.CAFile == "" {
 		return bearer{}
 	}
-	b, err := secretfile.Read(ks.cfg.AuthTokenFile, maxTokenFileBytes)
+	return readBearer(ks.cfg.AuthTokenFile)
+}
+
+// readBearer reads a token file afresh; a file that does not exist means no token.
+func readBearer(file string) bearer {
+	b, err := secretfile.Read(file, maxTokenFileBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return bearer{}
 	}
 	if err != nil {
-		return bearer{err: fmt.Errorf("read the token for the issuer: %w", err)}
+		return bearer{err: fmt.Errorf("read the token file: %w", err)}
 	}
 	token := strings.TrimSpace(string(b))
 	if strings.ContainsFunc(token, func(r rune) bool { return r <= ' ' || r >= 0x7f }) {
-		return bearer{err: fmt.Errorf("the token file %s holds spaces, control or non-ASCII characters", ks.cfg.AuthTokenFile)}
+		return bearer{err: fmt.Errorf("the token file %s holds spaces, control or non-ASCII characters", file)}
 	}
 	return bearer{token: token}
 }

@@ -1,9 +1,11 @@
 // Package opjwt verifies the operator's workload identity: a JWT such as a Kubernetes
 // projected service-account token, signed by an issuer whose OpenID discovery document and
 // JWKS say which keys it signs with. A token proves the operator only when its signature
-// (RS256 or ES256) verifies with a key of the issuer's JWKS, its iss is the issuer exactly,
-// its aud holds the audience, it is inside exp and nbf (with at most Leeway of clock skew),
-// it lives at most MaxLifetime (exp - iat), and its sub is one of the allowed subjects.
+// (RS256 or ES256) verifies with a key of the issuer's JWKS, its iss is the issuer exactly
+// (or one of the other issuers accepted during a move), its aud holds the audience, it is
+// inside exp and nbf (with at most Leeway of clock skew), it lives at most MaxLifetime
+// (exp - iat), its sub is one of the allowed subjects and, when a review is configured, the
+// API server still accepts it (TokenReview: its pod and service account still exist).
 package opjwt
 
 import (
@@ -38,9 +40,21 @@ var algorithms = []jose.SignatureAlgorithm{jose.RS256, jose.ES256}
 
 // Config says which issuer to trust and which of its tokens prove the operator.
 type Config struct {
-	Issuer   string   // the issuer URL, compared with iss exactly
-	Audience string   // aud must contain it
-	Subjects []string // sub must be one of them
+	Issuer string // the issuer URL, compared with iss exactly; its discovery document is read
+	// OtherIssuers are further iss values accepted, also as the issuer discovery names: a
+	// cluster moving from one issuer to another accepts both (the API server's repeated
+	// --service-account-issuer), and once it signs with the new one, discovery names it.
+	OtherIssuers []string
+	Audience     string   // aud must contain it
+	Subjects     []string // sub must be one of them
+	// JWKSURL, when set, is where the keys are read, whatever discovery names. Without it the
+	// keys are read at the jwks_uri of discovery when that is on the issuer's own origin, and
+	// otherwise at the same path on the issuer's origin: the API server of a cluster names
+	// its advertise address there, another origin, while it serves the same keys at every
+	// address it answers; and a discovery document cannot move the key source elsewhere.
+	JWKSURL string
+	// Review, when set, asks the API server about every token that passes the offline checks.
+	Review *ReviewConfig
 	// CAFile, when set, is the only CA bundle the issuer's TLS certificate may chain to:
 	// New builds HTTPClient from it (see NewHTTPClient), and only then is AuthTokenFile used.
 	CAFile string
@@ -80,6 +94,7 @@ const (
 	ReasonNotYetValid = "not_yet_valid"
 	ReasonLifetime    = "lifetime"
 	ReasonSubject     = "subject"
+	ReasonRevoked     = "revoked" // the API server no longer accepts the token (Review)
 )
 
 // RefusedError says why a token does not prove the operator. Its message never holds the
@@ -127,15 +142,23 @@ func secureOrLoopback(u *url.URL) bool {
 
 // Verifier checks operator tokens against one issuer. It is safe for concurrent use.
 type Verifier struct {
-	cfg  Config
-	keys *keySet
+	cfg    Config
+	keys   *keySet
+	review *reviewer // nil: the offline checks alone
 }
 
 // New returns a Verifier for cfg. It checks the configuration but does not contact the
 // issuer: the keys are fetched on the first token.
 func New(cfg Config) (*Verifier, error) {
-	if err := CheckIssuer(cfg.Issuer); err != nil {
-		return nil, fmt.Errorf("issuer %q: %w", cfg.Issuer, err)
+	for _, iss := range append([]string{cfg.Issuer}, cfg.OtherIssuers...) {
+		if err := CheckIssuer(iss); err != nil {
+			return nil, fmt.Errorf("issuer %q: %w", iss, err)
+		}
+	}
+	if cfg.JWKSURL != "" {
+		if u, err := url.Parse(cfg.JWKSURL); err != nil || u.Host == "" || !secureOrLoopback(u) {
+			return nil, fmt.Errorf("JWKS URL %q: give an absolute https URL (plain http only on a loopback address)", cfg.JWKSURL)
+		}
 	}
 	if cfg.Audience == "" {
 		return nil, errors.New("no audience")
@@ -161,11 +184,25 @@ func New(cfg Config) (*Verifier, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Verifier{cfg: cfg, keys: newKeySet(cfg)}, nil
+	v := &Verifier{cfg: cfg, keys: newKeySet(cfg)}
+	if cfg.Review != nil {
+		r, err := newReviewer(*cfg.Review, cfg.Audience)
+		if err != nil {
+			return nil, fmt.Errorf("token review: %w", err)
+		}
+		v.review = r
+	}
+	return v, nil
 }
 
 // Issuer returns the issuer the Verifier trusts.
 func (v *Verifier) Issuer() string { return v.cfg.Issuer }
+
+// Reviews reports whether the Verifier asks the API server about each token (TokenReview).
+func (v *Verifier) Reviews() bool { return v.review != nil }
+
+// issuers are the iss values accepted.
+func (v *Verifier) issuers() []string { return append([]string{v.cfg.Issuer}, v.cfg.OtherIssuers...) }
 
 // Warm reads the issuer's keys now, and says why it cannot. Tokens do not need it: they fetch
 // the keys when none is held.
@@ -224,6 +261,11 @@ func (v *Verifier) Verify(ctx context.Context, token string) (Identity, error) {
 	if err := v.checkClaims(c, time.Now()); err != nil {
 		return Identity{}, err
 	}
+	if v.review != nil {
+		if err := v.review.check(ctx, token, c.Subject); err != nil {
+			return Identity{}, err
+		}
+	}
 	id := Identity{Subject: c.Subject}
 	if k := c.Kubernetes; k != nil {
 		id.Namespace = k.Namespace
@@ -243,10 +285,11 @@ func (v *Verifier) checkClaims(c claims, now time.Time) error {
 	if c.Expiry == nil || c.IssuedAt == nil {
 		return refuse(ReasonLifetime, "the token has no exp or no iat, so its lifetime is unknown")
 	}
-	err := c.ValidateWithLeeway(jwt.Expected{Issuer: v.cfg.Issuer, AnyAudience: jwt.Audience{v.cfg.Audience}, Time: now}, Leeway)
+	if !slices.Contains(v.issuers(), c.Issuer) {
+		return refuse(ReasonIssuer, "iss is not %s", strings.Join(v.issuers(), " or "))
+	}
+	err := c.ValidateWithLeeway(jwt.Expected{AnyAudience: jwt.Audience{v.cfg.Audience}, Time: now}, Leeway)
 	switch {
-	case errors.Is(err, jwt.ErrInvalidIssuer):
-		return refuse(ReasonIssuer, "iss is not %s", v.cfg.Issuer)
 	case errors.Is(err, jwt.ErrInvalidAudience):
 		return refuse(ReasonAudience, "aud does not hold %s", v.cfg.Audience)
 	case errors.Is(err, jwt.ErrExpired):

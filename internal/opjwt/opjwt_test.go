@@ -259,10 +259,14 @@ func TestVerify_AuthenticatedTLSIssuer(t *testing.T) {
 	})
 }
 
-// TestVerify_TokenStaysOnTheIssuersOrigin: a discovery document may name a jwks_uri on
-// another host, also trusted by the CA; the server's own token (a credential of the
-// cluster's API) goes to the issuer's origin only, never there.
-func TestVerify_TokenStaysOnTheIssuersOrigin(t *testing.T) {
+// TestVerify_KeysFromTheIssuersOrigin: the API server of a cluster names its advertise
+// address as jwks_uri, another origin than an issuer such as
+// https://kubernetes.default.svc.cluster.local, and serves the same keys at that path on
+// every address. The keys are read at that path on the issuer's origin, with the server's own
+// token; nothing goes to the origin discovery named, so a discovery document cannot move the
+// key source or draw the token elsewhere. A JWKS URL set by hand is read as it is, without the
+// token when it is on another origin.
+func TestVerify_KeysFromTheIssuersOrigin(t *testing.T) {
 	var is *satest.Issuer
 	var mu sync.Mutex
 	var sentThere []string
@@ -273,7 +277,7 @@ func TestVerify_TokenStaysOnTheIssuersOrigin(t *testing.T) {
 		is.JWKSHandler()(w, r)
 	}))
 	t.Cleanup(elsewhere.Close)
-	is = satest.New(t, satest.Options{TLS: true, Bearer: "server-sa-token", JWKSURI: elsewhere.URL + "/keys"})
+	is = satest.New(t, satest.Options{TLS: true, Bearer: "server-sa-token", JWKSURI: elsewhere.URL + "/openid/v1/jwks"})
 	dir := t.TempDir()
 	tokenFile := filepath.Join(dir, "token")
 	if err := os.WriteFile(tokenFile, []byte("server-sa-token"), 0o600); err != nil {
@@ -281,17 +285,51 @@ func TestVerify_TokenStaysOnTheIssuersOrigin(t *testing.T) {
 	}
 	v := mustVerifier(t, is, func(c *opjwt.Config) { c.CAFile, c.AuthTokenFile = is.CAFile(t, dir), tokenFile })
 	if _, err := v.Verify(t.Context(), is.Sign(t, operatorClaims())); err != nil {
-		t.Fatalf("got %v, want accepted (the discovery document on the issuer's origin wants the token)", err)
+		t.Fatalf("got %v, want accepted with the keys of the issuer's origin", err)
+	}
+	if n := is.JWKSFetches(); n != 1 {
+		t.Fatalf("JWKS fetches on the issuer's origin: got %d, want 1", n)
 	}
 	mu.Lock()
-	defer mu.Unlock()
-	if len(sentThere) == 0 {
-		t.Fatal("the keys were not read from the jwks_uri elsewhere")
+	if len(sentThere) != 0 {
+		t.Fatalf("the jwks_uri on another origin was asked %d times, want never", len(sentThere))
 	}
-	for _, auth := range sentThere {
-		if auth != "" {
-			t.Fatalf("the jwks_uri on another origin received Authorization %q", auth)
+	mu.Unlock()
+
+	t.Run("JWKSURLSetByHand", func(t *testing.T) {
+		// The keys are served only elsewhere: the elsewhere server lends the issuer's handler,
+		// which wants the token, so it answers only when no token is withheld from it.
+		is.SetBearer("")
+		v := mustVerifier(t, is, func(c *opjwt.Config) {
+			c.CAFile, c.AuthTokenFile, c.JWKSURL = is.CAFile(t, dir), tokenFile, elsewhere.URL+"/openid/v1/jwks"
+		})
+		if _, err := v.Verify(t.Context(), is.Sign(t, operatorClaims())); err != nil {
+			t.Fatalf("got %v, want accepted with the keys of the JWKS URL", err)
 		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(sentThere) != 1 || sentThere[0] != "" {
+			t.Fatalf("the JWKS URL on another origin received %q, want one request without Authorization", sentThere)
+		}
+	})
+}
+
+// TestVerify_KeysAskedAsTheAPIServerServesThem: the API server answers 406 to a request for
+// application/json alone; the key set is application/jwk-set+json.
+func TestVerify_KeysAskedAsTheAPIServerServesThem(t *testing.T) {
+	var is *satest.Issuer
+	jwks := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.Contains(r.Header.Get("Accept"), "application/jwk-set+json") {
+			http.Error(w, "not acceptable", http.StatusNotAcceptable)
+			return
+		}
+		is.JWKSHandler()(w, r)
+	}))
+	t.Cleanup(jwks.Close)
+	is = satest.New(t, satest.Options{})
+	v := mustVerifier(t, is, func(c *opjwt.Config) { c.JWKSURL = jwks.URL + "/openid/v1/jwks" })
+	if _, err := v.Verify(t.Context(), is.Sign(t, operatorClaims())); err != nil {
+		t.Fatalf("got %v, want accepted", err)
 	}
 }
 
@@ -365,15 +403,19 @@ func TestVerify_UnknownKeyWhileIssuerDown(t *testing.T) {
 }
 
 // TestVerify_KeysOnlyOverASafePath: the keys are not read over plain http from a host that is
-// not a loopback address, even when a loopback issuer's discovery document names one, nor
-// through a redirect, which the default client does not follow.
+// not a loopback address, even when a loopback issuer's discovery document names one (they are
+// read on the issuer's origin), nor through a redirect, which the default client does not
+// follow.
 func TestVerify_KeysOnlyOverASafePath(t *testing.T) {
 	t.Run("PlainHTTPJWKSElsewhere", func(t *testing.T) {
 		is := satest.New(t, satest.Options{JWKSURI: "http://192.0.2.1/openid/v1/jwks"}) // TEST-NET-1: nobody's
 		v := mustVerifier(t, is, nil)
-		_, err := v.Verify(t.Context(), is.Sign(t, operatorClaims()))
-		if !errors.Is(err, opjwt.ErrUnavailable) || !strings.Contains(err.Error(), "plain http") {
-			t.Fatalf("got %v, want ErrUnavailable saying the jwks_uri is plain http", err)
+		if _, err := v.Verify(t.Context(), is.Sign(t, operatorClaims())); err != nil || is.JWKSFetches() != 1 {
+			t.Fatalf("got %v after %d reads of the issuer's keys, want accepted with the keys of the issuer's own origin", err, is.JWKSFetches())
+		}
+		cfg := opjwt.Config{Issuer: is.URL(), Audience: audience, Subjects: []string{subject}, JWKSURL: "http://192.0.2.1/openid/v1/jwks"}
+		if _, err := opjwt.New(cfg); err == nil || !strings.Contains(err.Error(), "https") {
+			t.Fatalf("a plain http JWKS URL off loopback: got %v, want refused", err)
 		}
 	})
 
@@ -416,8 +458,8 @@ func TestVerify_CallerLeavingDoesNotFailTheFetch(t *testing.T) {
 		is.JWKSHandler()(w, r)
 	}))
 	t.Cleanup(slow.Close)
-	is = satest.New(t, satest.Options{JWKSURI: slow.URL + "/keys"})
-	v := mustVerifier(t, is, func(c *opjwt.Config) { c.MinRefresh = time.Hour })
+	is = satest.New(t, satest.Options{})
+	v := mustVerifier(t, is, func(c *opjwt.Config) { c.MinRefresh, c.JWKSURL = time.Hour, slow.URL+"/keys" })
 	token := is.Sign(t, operatorClaims())
 
 	ctx, cancel := context.WithCancel(t.Context())

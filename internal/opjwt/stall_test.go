@@ -39,8 +39,8 @@ func TestVerify_KnownKeyWhileRefreshHangs(t *testing.T) {
 				stall.Handler().ServeHTTP(w, r)
 			}))
 			t.Cleanup(jwks.Close)
-			is = satest.New(t, satest.Options{JWKSURI: jwks.URL + "/keys"})
-			v := mustVerifier(t, is, func(c *opjwt.Config) { c.MinRefresh = time.Nanosecond })
+			is = satest.New(t, satest.Options{})
+			v := mustVerifier(t, is, func(c *opjwt.Config) { c.MinRefresh, c.JWKSURL = time.Nanosecond, jwks.URL+"/keys" })
 			known := is.Sign(t, operatorClaims())
 			if _, err := v.Verify(t.Context(), known); err != nil {
 				t.Fatalf("before the issuer hangs: %v", err)
