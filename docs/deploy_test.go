@@ -388,7 +388,7 @@ func TestDockerfile(t *testing.T) {
 
 // otherFlags are flags of other programs that the pages may name: kube-apiserver's, where
 // kubernetes.md says how a cluster's issuer is set up.
-var otherFlags = []string{"--service-account-issuer", "--service-account-jwks-uri"}
+var otherFlags = []string{"--service-account-jwks-uri"}
 
 // TestDocs_Settings checks that every flag and TERDUT_* variable each page names is one
 // terdut-server has (or, for a flag, one of otherFlags).
