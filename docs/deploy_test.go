@@ -386,53 +386,67 @@ func TestDockerfile(t *testing.T) {
 	}
 }
 
-// TestBootstrapDoc_Settings checks that every flag and TERDUT_* variable bootstrap.md names
-// is one terdut-server has.
-func TestBootstrapDoc_Settings(t *testing.T) {
-	doc, err := os.ReadFile("bootstrap.md")
-	if err != nil {
-		t.Fatal(err)
-	}
+// otherFlags are flags of other programs that the pages may name: kube-apiserver's, where
+// kubernetes.md says how a cluster's issuer is set up.
+var otherFlags = []string{"--service-account-jwks-uri"}
+
+// TestDocs_Settings checks that every flag and TERDUT_* variable each page names is one
+// terdut-server has (or, for a flag, one of otherFlags).
+func TestDocs_Settings(t *testing.T) {
 	flags := mustServeFlags(t)
-	named := map[string]bool{} // each flag (--x) and variable the doc names, once
-	for _, m := range regexp.MustCompile(`--[a-z][a-z0-9-]+|\bTERDUT_[A-Z_]+`).FindAllString(string(doc), -1) {
-		named[m] = true
-	}
-	for name := range named {
-		known := slices.Contains(flags, strings.TrimPrefix(name, "--"))
-		if strings.HasPrefix(name, "TERDUT_") {
-			known = slices.Contains(docVars, name) || slices.Contains(flags, envFlag(name))
-		}
-		if !known {
-			t.Errorf("bootstrap.md names %s, want a flag of config.go or its TERDUT_* variable (%s), or one of %v", name, strings.Join(flags, ", "), docVars)
-		}
-	}
-	if len(named) < 5 {
-		t.Fatalf("got %d flags and variables in bootstrap.md, want at least 5: is the doc being read?", len(named))
+	for _, page := range mustDocPages(t) {
+		t.Run(strings.TrimSuffix(page, ".md"), func(t *testing.T) {
+			doc, err := os.ReadFile(page)
+			if err != nil {
+				t.Fatal(err)
+			}
+			named := map[string]bool{} // each flag (--x) and variable the page names, once
+			for _, m := range regexp.MustCompile(`--[a-z][a-z0-9-]+|\bTERDUT_[A-Z_]+`).FindAllString(string(doc), -1) {
+				named[m] = true
+			}
+			for name := range named {
+				known := slices.Contains(flags, strings.TrimPrefix(name, "--")) || slices.Contains(otherFlags, name)
+				if strings.HasPrefix(name, "TERDUT_") {
+					known = slices.Contains(docVars, name) || slices.Contains(flags, envFlag(name))
+				}
+				if !known {
+					t.Errorf("%s names %s, want a flag of config.go or its TERDUT_* variable (%s), or one of %v %v", page, name, strings.Join(flags, ", "), docVars, otherFlags)
+				}
+			}
+			if page == "bootstrap.md" && len(named) < 5 {
+				t.Fatalf("got %d flags and variables in %s, want at least 5: is the page being read?", len(named), page)
+			}
+		})
 	}
 }
 
-// TestBootstrapDoc_Client checks that the client names bootstrap.md uses are the client's.
-func TestBootstrapDoc_Client(t *testing.T) {
-	doc, err := os.ReadFile("bootstrap.md")
-	if err != nil {
-		t.Fatal(err)
-	}
+// TestDocs_Client checks that the client names the pages use are the client's, and that
+// bootstrap.md describes each action of Reconcile.
+func TestDocs_Client(t *testing.T) {
 	errs := map[string]error{"ErrAlreadyClaimed": client.ErrAlreadyClaimed, "ErrUnauthorized": client.ErrUnauthorized,
 		"ErrOperatorTokenNotConfigured": client.ErrOperatorTokenNotConfigured, "ErrRateLimited": client.ErrRateLimited,
 		"ErrBootstrapPending": client.ErrBootstrapPending, "ErrUnavailable": client.ErrUnavailable}
-	named := regexp.MustCompile(`\bErr[A-Z]\w*`).FindAllString(string(doc), -1)
-	if len(named) == 0 {
-		t.Fatalf("got no client errors named in bootstrap.md, want the table of the reconcile's outcomes")
-	}
-	for _, name := range named {
-		if _, ok := errs[name]; !ok {
-			t.Errorf("bootstrap.md names %s, want an error of package client", name)
+	for _, page := range mustDocPages(t) {
+		doc, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	for _, a := range []client.Action{client.ActionNone, client.ActionClaimed, client.ActionResetAndClaimed} {
-		if !strings.Contains(string(doc), "**`"+string(a)+"`**") {
-			t.Errorf("got no **`%s`** in bootstrap.md, want each action of Reconcile described", a)
+		named := regexp.MustCompile(`\bErr[A-Z]\w*`).FindAllString(string(doc), -1)
+		if page == "bootstrap.md" && len(named) == 0 {
+			t.Fatalf("got no client errors named in %s, want the table of the reconcile's outcomes", page)
+		}
+		for _, name := range named {
+			if _, ok := errs[name]; !ok {
+				t.Errorf("%s names %s, want an error of package client", page, name)
+			}
+		}
+		if page != "bootstrap.md" {
+			continue
+		}
+		for _, a := range []client.Action{client.ActionNone, client.ActionClaimed, client.ActionResetAndClaimed} {
+			if !strings.Contains(string(doc), "**`"+string(a)+"`**") {
+				t.Errorf("got no **`%s`** in %s, want each action of Reconcile described", a, page)
+			}
 		}
 	}
 }

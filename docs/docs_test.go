@@ -1,6 +1,7 @@
 // Package docs holds no code: its tests keep the documentation honest. They run every curl
-// line of bootstrap.md against a real server and check the example Kubernetes manifests
-// against the flags the binary really has.
+// line of every page (bootstrap.md, kubernetes.md, security.md) against a real server, check
+// the example Kubernetes manifests and the settings against the flags the binary really has,
+// and check that the links between the pages lead somewhere.
 package docs
 
 import (
@@ -258,30 +259,63 @@ func TestMatchJSON(t *testing.T) {
 	}
 }
 
-// TestBootstrapDoc_Curl runs every curl line of bootstrap.md, in the doc's order, against
-// one real server whose operator token sits in a file, and checks the status (and error
-// code) each line is documented to return.
-func TestBootstrapDoc_Curl(t *testing.T) {
-	curl, err := exec.LookPath("curl")
-	if err != nil {
-		t.Fatalf("curl is not installed (%v): the curl lines of bootstrap.md cannot be checked without it; install it (Debian: apt-get install curl)", err)
-	}
-	bash, err := exec.LookPath("bash")
-	if err != nil {
-		t.Fatalf("bash is not installed (%v): the curl lines of bootstrap.md are run with bash -c", err)
-	}
-	doc, err := os.ReadFile("bootstrap.md")
+// docPages are the pages whose curl lines must run: a page missing from the directory fails
+// the test rather than leaving its lines unchecked. Any other page of the directory runs too.
+var docPages = []string{"bootstrap.md", "kubernetes.md", "security.md"}
+
+// minCurlLines is how many curl lines a page is known to hold at least, so that a page the
+// test cannot read (or reads wrongly) fails instead of passing with nothing checked.
+var minCurlLines = map[string]int{"bootstrap.md": 10}
+
+// mustDocPages returns the names of every page of this directory, docPages among them.
+func mustDocPages(t *testing.T) []string {
+	t.Helper()
+	pages, err := filepath.Glob("*.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	steps, err := parseCurlSteps(string(doc))
-	if err != nil {
-		t.Fatalf("bootstrap.md:\n%v", err)
+	for _, want := range docPages {
+		if !slices.Contains(pages, want) {
+			t.Fatalf("got pages %v, want %s among them", pages, want)
+		}
 	}
-	if len(steps) < 10 {
-		t.Fatalf("got %d curl lines in bootstrap.md, want at least 10: is the doc being read?", len(steps))
-	}
+	return pages
+}
 
+// TestDocs_Curl runs every curl line of every page, in the page's order, against a real
+// server of its own whose operator token sits in a file, and checks the status (and error
+// code) each line is documented to return. Each page starts from a fresh, unclaimed install.
+func TestDocs_Curl(t *testing.T) {
+	curl, err := exec.LookPath("curl")
+	if err != nil {
+		t.Fatalf("curl is not installed (%v): the curl lines of the docs cannot be checked without it; install it (Debian: apt-get install curl)", err)
+	}
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Fatalf("bash is not installed (%v): the curl lines of the docs are run with bash -c", err)
+	}
+	for _, page := range mustDocPages(t) {
+		t.Run(strings.TrimSuffix(page, ".md"), func(t *testing.T) {
+			doc, err := os.ReadFile(page)
+			if err != nil {
+				t.Fatal(err)
+			}
+			steps, err := parseCurlSteps(string(doc))
+			if err != nil {
+				t.Fatalf("%s:\n%v", page, err)
+			}
+			if len(steps) < minCurlLines[page] {
+				t.Fatalf("got %d curl lines in %s, want at least %d: is the page being read?", len(steps), page, minCurlLines[page])
+			}
+			if len(steps) > 0 {
+				runCurlSteps(t, page, steps, curl, bash)
+			}
+		})
+	}
+}
+
+// runCurlSteps runs the curl lines of page, in order, against one fresh server.
+func runCurlSteps(t *testing.T, page string, steps []curlStep, curl, bash string) {
 	token := mustOperatorToken(t)
 	srv := apitest.NewServer(t, pgtest.MustDatabase(t), func(o *api.Options) {
 		o.OperatorTokens = apitest.TokenFile(t, token)
@@ -310,14 +344,14 @@ curl() { command curl --silent --show-error --noproxy '*' --max-time 10 --output
 			cmd.Stderr = &stderr
 			out, err := cmd.Output()
 			if err != nil {
-				t.Fatalf("bootstrap.md line %d: %s\nfailed: %v\n%s", st.Line, st.Command, err, stderr.String())
+				t.Fatalf("%s line %d: %s\nfailed: %v\n%s", page, st.Line, st.Command, err, stderr.String())
 			}
 			body, err := os.ReadFile(bodyFile)
 			if err != nil && !errors.Is(err, os.ErrNotExist) {
 				t.Fatal(err)
 			}
 			if got := string(out); got != strconv.Itoa(st.Status) {
-				t.Fatalf("bootstrap.md line %d: %s\ngot status %s, want %d; body: %s", st.Line, st.Command, got, st.Status, body)
+				t.Fatalf("%s line %d: %s\ngot status %s, want %d; body: %s", page, st.Line, st.Command, got, st.Status, body)
 			}
 			var resp struct {
 				Code   string
@@ -325,7 +359,7 @@ curl() { command curl --silent --show-error --noproxy '*' --max-time 10 --output
 			}
 			_ = json.Unmarshal(body, &resp) // not every body is JSON; the checks below say what is missing
 			if st.Code != "" && resp.Code != st.Code {
-				t.Fatalf("bootstrap.md line %d: %s\ngot code %q, want %q; body: %s", st.Line, st.Command, resp.Code, st.Code, body)
+				t.Fatalf("%s line %d: %s\ngot code %q, want %q; body: %s", page, st.Line, st.Command, resp.Code, st.Code, body)
 			}
 			if resp.APIKey.Key != "" {
 				env["API_KEY"] = resp.APIKey.Key
@@ -333,14 +367,14 @@ curl() { command curl --silent --show-error --noproxy '*' --max-time 10 --output
 			if st.Response != "" {
 				var want, got any
 				if err := json.Unmarshal([]byte(st.Response), &want); err != nil {
-					t.Fatalf("bootstrap.md line %d: the response shown is not JSON: %v", st.ResponseLine, err)
+					t.Fatalf("%s line %d: the response shown is not JSON: %v", page, st.ResponseLine, err)
 				}
 				if err := json.Unmarshal(body, &got); err != nil {
-					t.Fatalf("bootstrap.md line %d: %s\ngot a body that is not JSON (%v): %s", st.Line, st.Command, err, body)
+					t.Fatalf("%s line %d: %s\ngot a body that is not JSON (%v): %s", page, st.Line, st.Command, err, body)
 				}
 				if diff := matchJSON("$", want, got); len(diff) > 0 {
-					t.Fatalf("bootstrap.md line %d: the response shown differs from the real one of line %d:\n%s\nreal body: %s",
-						st.ResponseLine, st.Line, strings.Join(diff, "\n"), body)
+					t.Fatalf("%s line %d: the response shown differs from the real one of line %d:\n%s\nreal body: %s",
+						page, st.ResponseLine, st.Line, strings.Join(diff, "\n"), body)
 				}
 			}
 		})
