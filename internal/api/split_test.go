@@ -3,7 +3,6 @@ package api_test
 import (
 	"bytes"
 	"encoding/json"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -25,66 +24,46 @@ func TestNewSplitServer(t *testing.T) {
 	opts := base.Options
 	opts.Logger = slog.New(slog.NewJSONHandler(logs, nil))
 	peopleH, operatorH := api.NewSplitServer(base.Store, opts)
-	people, operator := httptest.NewServer(peopleH), httptest.NewServer(operatorH)
-	t.Cleanup(people.Close)
-	t.Cleanup(operator.Close)
+	peopleHTTP, operatorHTTP := httptest.NewServer(peopleH), httptest.NewServer(operatorH)
+	t.Cleanup(peopleHTTP.Close)
+	t.Cleanup(operatorHTTP.Close)
+	people, operator := &apitest.Server{URL: peopleHTTP.URL}, &apitest.Server{URL: operatorHTTP.URL}
 
-	send := func(t *testing.T, url, method, path, bearer string) (int, string) {
+	mustStatus := func(t *testing.T, srv *apitest.Server, method, path, bearer string, want int) apitest.Response {
 		t.Helper()
-		req, err := http.NewRequest(method, url+path, nil)
-		if err != nil {
-			t.Fatal(err)
+		resp := srv.MustDo(t, apitest.Request{Method: method, Path: path, Bearer: bearer})
+		if resp.Status != want {
+			t.Errorf("%s %s: got %d %s, want %d", method, path, resp.Status, resp.Body, want)
 		}
-		if bearer != "" {
-			req.Header.Set("Authorization", "Bearer "+bearer)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		return resp
 	}
-	mustNotFound := func(t *testing.T, port, url, method, path string) {
+	mustNotFound := func(t *testing.T, srv *apitest.Server, method, path string) {
 		t.Helper()
-		status, body := send(t, url, method, path, apitest.OperatorToken)
-		var e struct{ Error, Code string }
-		if status != http.StatusNotFound || json.Unmarshal([]byte(body), &e) != nil || e.Code != "not_found" || e.Error == "" {
-			t.Errorf("%s %s on %s's port: got %d %s, want 404 not_found", method, path, port, status, body)
+		if resp := mustStatus(t, srv, method, path, apitest.OperatorToken, http.StatusNotFound); resp.Code() != "not_found" {
+			t.Errorf("%s %s: got code %q, want not_found", method, path, resp.Code())
 		}
 	}
 
 	t.Run("OperatorPort", func(t *testing.T) {
-		if status, body := send(t, operator.URL, http.MethodGet, "/api/bootstrap/status", ""); status != http.StatusOK {
-			t.Errorf("status: got %d %s, want 200", status, body)
-		}
-		if status, body := send(t, operator.URL, http.MethodPost, "/api/bootstrap", "wrong-token"); status != http.StatusUnauthorized {
-			t.Errorf("claim with a wrong token: got %d %s, want 401", status, body)
-		}
-		if status, body := send(t, operator.URL, http.MethodPost, "/api/bootstrap", apitest.OperatorToken); status != http.StatusCreated {
-			t.Errorf("claim: got %d %s, want 201", status, body)
-		}
-		if status, body := send(t, operator.URL, http.MethodPost, "/api/bootstrap/reset", apitest.OperatorToken); status != http.StatusOK {
-			t.Errorf("reset: got %d %s, want 200", status, body)
-		}
+		mustStatus(t, operator, http.MethodGet, "/api/bootstrap/status", "", http.StatusOK)
+		mustStatus(t, operator, http.MethodPost, "/api/bootstrap", "wrong-token", http.StatusUnauthorized)
+		mustStatus(t, operator, http.MethodPost, "/api/bootstrap", apitest.OperatorToken, http.StatusCreated)
+		mustStatus(t, operator, http.MethodPost, "/api/bootstrap/reset", apitest.OperatorToken, http.StatusOK)
 		for _, path := range []string{"/healthz", "/readyz", "/metrics", "/", "/login", "/api/me", "/api/users", "/api/audit", "/auth/oidc/login"} {
-			mustNotFound(t, "the operator", operator.URL, http.MethodGet, path)
+			mustNotFound(t, operator, http.MethodGet, path)
 		}
-		mustNotFound(t, "the operator", operator.URL, http.MethodPost, "/api/auth/login")
+		mustNotFound(t, operator, http.MethodPost, "/api/auth/login")
 	})
 
 	t.Run("PeoplePort", func(t *testing.T) {
-		mustNotFound(t, "people", people.URL, http.MethodGet, "/api/bootstrap/status")
-		mustNotFound(t, "people", people.URL, http.MethodPost, "/api/bootstrap")
-		mustNotFound(t, "people", people.URL, http.MethodPost, "/api/bootstrap/reset")
-		if status, body := send(t, people.URL, http.MethodGet, "/healthz", ""); status != http.StatusOK {
-			t.Errorf("healthz: got %d %s, want 200", status, body)
-		}
+		mustNotFound(t, people, http.MethodGet, "/api/bootstrap/status")
+		mustNotFound(t, people, http.MethodPost, "/api/bootstrap")
+		mustNotFound(t, people, http.MethodPost, "/api/bootstrap/reset")
+		mustStatus(t, people, http.MethodGet, "/healthz", "", http.StatusOK)
 	})
 
 	t.Run("Shared", func(t *testing.T) {
-		_, metrics := send(t, people.URL, http.MethodGet, "/metrics", "")
+		metrics := string(mustStatus(t, people, http.MethodGet, "/metrics", "", http.StatusOK).Body)
 		if !strings.Contains(metrics, `route="/api/bootstrap/reset"`) {
 			t.Errorf("people's /metrics counts no request of the operator's port:\n%s", metrics)
 		}

@@ -1,17 +1,16 @@
 package certfile
 
 import (
-	"bytes"
 	"crypto/tls"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/terdut-server/terdut-server/internal/apitest"
 	"github.com/terdut-server/terdut-server/internal/certfile/certtest"
 )
 
@@ -55,24 +54,6 @@ func (d *secretDir) mustSwap(t *testing.T, cert, key []byte) {
 	if err := os.Rename(tmp, filepath.Join(d.dir, "..data")); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// logBuffer collects what the pair logs from the handshakes' goroutines.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // mustServe serves TLS with the pair on a loopback port until the test ends, looking at the
@@ -166,7 +147,7 @@ func TestPair_Rotation(t *testing.T) {
 	ca := certtest.MustCA(t, "test CA")
 	first, second, third := ca.MustLeaf(t), ca.MustLeaf(t), ca.MustLeaf(t)
 	d, certFile, keyFile := mustSecretDir(t, first)
-	logs := &logBuffer{}
+	logs := &apitest.SyncBuffer{}
 	p, err := Load(certFile, keyFile, slog.New(slog.NewJSONHandler(logs, nil)))
 	if err != nil {
 		t.Fatal(err)
