@@ -99,7 +99,7 @@ func (c *Client) Status(ctx context.Context) (Status, error) {
 		State      State `json:"state"`
 		Generation int64 `json:"generation"`
 	}
-	if err := c.call(ctx, http.MethodGet, "/api/bootstrap/status", "", http.StatusOK, &body); err != nil {
+	if err := c.call(ctx, c.operator, http.MethodGet, "/api/bootstrap/status", "", http.StatusOK, &body); err != nil {
 		return Status{}, err
 	}
 	return Status(body), nil
@@ -116,7 +116,7 @@ func (c *Client) Claim(ctx context.Context) (Claim, error) {
 	if err != nil {
 		return Claim{}, err
 	}
-	if err := c.call(ctx, http.MethodPost, "/api/bootstrap", token, http.StatusCreated, &cl); err != nil {
+	if err := c.call(ctx, c.operator, http.MethodPost, "/api/bootstrap", token, http.StatusCreated, &cl); err != nil {
 		return Claim{}, err
 	}
 	if cl.APIKey.Key == "" {
@@ -137,7 +137,7 @@ func (c *Client) Reset(ctx context.Context) (ResetResult, error) {
 	if err != nil {
 		return rr, err
 	}
-	err = c.call(ctx, http.MethodPost, "/api/bootstrap/reset", token, http.StatusOK, &rr)
+	err = c.call(ctx, c.operator, http.MethodPost, "/api/bootstrap/reset", token, http.StatusOK, &rr)
 	return rr, err
 }
 
@@ -152,7 +152,7 @@ func (c *Client) Whoami(ctx context.Context, apiKey string) (User, error) {
 	var body struct {
 		User User `json:"user"`
 	}
-	if err := c.call(ctx, http.MethodGet, "/api/me", apiKey, http.StatusOK, &body); err != nil {
+	if err := c.call(ctx, c.base, http.MethodGet, "/api/me", apiKey, http.StatusOK, &body); err != nil {
 		return User{}, err
 	}
 	return body.User, nil

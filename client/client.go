@@ -21,6 +21,15 @@
 //		// store res.APIKey.Key in the Secret, now: it is shown once
 //	}
 //
+// A server that serves the operator's endpoints on a port of their own (--operator-listen)
+// is reached at two URLs: the operator's port for the claim and the reset, and people's port
+// (or the public URL, where a NetworkPolicy admits only the ingress to it) for the key check;
+// with --tls-cert-file, over https with the CA of its certificate:
+//
+//	c, err := client.New("https://terdut.example.com",
+//		client.WithOperatorURL("https://terdut-server.terdut.svc:8081"),
+//		client.WithCAFile("/etc/terdut-server-ca/ca.crt"), client.WithOperatorTokenFile(path))
+//
 // The lower-level calls ([Client.Status], [Client.Claim], [Client.Reset], [Client.Whoami],
 // [Client.CheckKey]) are there for tools and tests; an operator needs only Reconcile.
 //
@@ -33,12 +42,15 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 )
@@ -53,6 +65,9 @@ const maxBodyBytes = 1 << 20
 // when the operator token is rotated, make a new one with the new token.
 type Client struct {
 	base      *url.URL
+	operator  *url.URL // of the claim, its status and the reset: base unless WithOperatorURL
+	opRaw     string
+	caFile    string
 	http      *http.Client
 	timeout   time.Duration
 	token     string
@@ -102,22 +117,48 @@ func WithOperatorTokenFile(path string) Option {
 	return func(c *Client) { c.tokenFile = path }
 }
 
+// WithOperatorURL sends the operator's calls ([Client.Status], [Client.Claim],
+// [Client.Reset]) to operatorURL, the server's --operator-listen port (such as
+// "https://terdut-server.terdut.svc:8081"), instead of the base URL, which [Client.Whoami]
+// and [Client.CheckKey] still call: a server with --operator-listen answers the operator's
+// endpoints 404 on its people's port, and people's on the operator's. operatorURL follows the
+// base URL's rules.
+func WithOperatorURL(operatorURL string) Option {
+	return func(c *Client) { c.opRaw = operatorURL }
+}
+
+// WithCAFile makes the client trust, besides the system's CAs, the certificates of the PEM
+// bundle at path on https: the CA of the server's --tls-cert-file (such as the ca.crt of a
+// cert-manager Secret), while a public URL behind an ingress keeps its public certificate.
+// New reads it once: when the CA is rotated, make a new
+// client. With [WithHTTPClient], that client's Transport must be nil or an *http.Transport,
+// which is copied, not modified.
+func WithCAFile(path string) Option {
+	return func(c *Client) { c.caFile = path }
+}
+
 // New returns a client of the terdut-server at baseURL, an absolute http:// or https:// URL
 // such as "http://terdut.monitoring.svc:8080" (a path prefix is kept: "https://host/terdut").
-// It fails when baseURL is not such a URL or the operator token cannot be sent in a header.
+// It fails when baseURL (or the operator URL) is not such a URL, the CA file does not hold a
+// PEM certificate, or the operator token cannot be sent in a header.
 func New(baseURL string, opts ...Option) (*Client, error) {
-	u, err := url.Parse(baseURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, errors.New("client: the base URL must be an absolute http:// or https:// URL, such as http://terdut.monitoring.svc:8080")
+	u, err := parseBase("base URL", baseURL)
+	if err != nil {
+		return nil, err
 	}
-	if u.RawQuery != "" || u.Fragment != "" {
-		return nil, errors.New("client: the base URL may not have a query or a fragment")
-	}
-	u.Path = strings.TrimSuffix(u.Path, "/")
-	u.RawPath = ""
-	c := &Client{base: u, http: &http.Client{}, timeout: DefaultTimeout}
+	c := &Client{base: u, operator: u, http: &http.Client{}, timeout: DefaultTimeout}
 	for _, o := range opts {
 		o(c)
+	}
+	if c.opRaw != "" {
+		if c.operator, err = parseBase("operator URL", c.opRaw); err != nil {
+			return nil, err
+		}
+	}
+	if c.caFile != "" {
+		if c.http.Transport, err = trusting(c.http.Transport, c.caFile); err != nil {
+			return nil, err
+		}
 	}
 	if c.token != "" && c.tokenFile != "" {
 		return nil, errors.New("client: give the operator token or its file, not both")
@@ -129,8 +170,57 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 	return c, nil
 }
 
+// parseBase checks an absolute http:// or https:// URL without a query or fragment, and
+// drops a trailing slash of its path.
+func parseBase(what, raw string) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("client: the %s must be an absolute http:// or https:// URL, such as http://terdut.monitoring.svc:8080", what)
+	}
+	if u.RawQuery != "" || u.Fragment != "" {
+		return nil, fmt.Errorf("client: the %s may not have a query or a fragment", what)
+	}
+	u.Path = strings.TrimSuffix(u.Path, "/")
+	u.RawPath = ""
+	return u, nil
+}
+
+// trusting returns a copy of rt (nil: http.DefaultTransport) that trusts the CAs of the PEM
+// file at caFile besides the system's.
+func trusting(rt http.RoundTripper, caFile string) (http.RoundTripper, error) {
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
+	t, ok := rt.(*http.Transport)
+	if !ok {
+		return nil, errors.New("client: WithCAFile needs the Transport of WithHTTPClient's client to be nil or an *http.Transport")
+	}
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("client: the CA file: %w", err)
+	}
+	pool, err := x509.SystemCertPool()
+	if err != nil {
+		pool = x509.NewCertPool()
+	}
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("client: the CA file %s holds no PEM certificate", caFile)
+	}
+	t = t.Clone()
+	if t.TLSClientConfig == nil {
+		t.TLSClientConfig = &tls.Config{}
+	}
+	t.TLSClientConfig.RootCAs = pool
+	return t, nil
+}
+
 // String names the server the client calls; it never shows the operator token.
-func (c *Client) String() string { return "terdut-server client of " + c.base.Redacted() }
+func (c *Client) String() string {
+	if c.operator != c.base {
+		return "terdut-server client of " + c.base.Redacted() + " (operator: " + c.operator.Redacted() + ")"
+	}
+	return "terdut-server client of " + c.base.Redacted()
+}
 
 // GoString is String, so that %#v does not show the operator token either.
 func (c *Client) GoString() string { return c.String() }
@@ -145,10 +235,10 @@ func headerSafe(s string) bool {
 	return true
 }
 
-// call sends one request and decodes a response of status want into out (when not nil).
+// call sends one request to base and decodes a response of status want into out (when not nil).
 // Any other status becomes an *Error; a failure to reach the server wraps ErrUnavailable,
 // unless it is ctx that ended, in which case it wraps only ctx's error.
-func (c *Client) call(ctx context.Context, method, path, bearer string, want int, out any) error {
+func (c *Client) call(ctx context.Context, base *url.URL, method, path, bearer string, want int, out any) error {
 	op := method + " " + path
 	callCtx := ctx
 	if c.timeout > 0 {
@@ -156,7 +246,7 @@ func (c *Client) call(ctx context.Context, method, path, bearer string, want int
 		callCtx, cancel = context.WithTimeout(ctx, c.timeout)
 		defer cancel()
 	}
-	req, err := http.NewRequestWithContext(callCtx, method, c.base.String()+path, nil)
+	req, err := http.NewRequestWithContext(callCtx, method, base.String()+path, nil)
 	if err != nil {
 		return fmt.Errorf("terdut-server %s: %w", op, err)
 	}

@@ -18,6 +18,7 @@ type (
 			Name         string `yaml:"name"`
 			Args         []string
 			Env          []struct{ Name, Value string }
+			Ports        []k8sPort `yaml:"ports"`
 			VolumeMounts []struct {
 				Name      string `yaml:"name"`
 				MountPath string `yaml:"mountPath"`
@@ -93,7 +94,7 @@ func (p k8sPodSpec) projectedFile(container int, file string) (what string, expi
 // account, read the cluster's CA and the server's own token from a projected volume; the
 // operator's pod has a projected token for the audience the server wants; no operator-token
 // Secret is used anywhere; and the parent directory's Service and NetworkPolicy select the
-// server's pods.
+// server's pods, whose ports are the ones they open.
 func TestKubernetesManifests_ServiceAccountIdentity(t *testing.T) {
 	flags := mustServeFlags(t)
 	byKindName := map[string]k8sObject{}
@@ -238,6 +239,8 @@ func TestKubernetesManifests_ServiceAccountIdentity(t *testing.T) {
 
 	t.Run("ServiceAndNetworkPolicy", func(t *testing.T) {
 		labels := server.Spec.Template.Metadata.Labels
+		c := k8sContainer{Args: pod.Containers[0].Args, Ports: pod.Containers[0].Ports}
+		mustPorts(t, c)
 		for _, o := range mustManifests(t) {
 			switch o.Kind {
 			case "Service":
@@ -246,6 +249,7 @@ func TestKubernetesManifests_ServiceAccountIdentity(t *testing.T) {
 				if !labelsMatch(s.Spec.Selector, labels) {
 					t.Errorf("the Service's selector %v does not select the variant's pods %v", s.Spec.Selector, labels)
 				}
+				mustServicePorts(t, s, c)
 			case "NetworkPolicy":
 				var np k8sNetworkPolicy
 				o.decode(t, &np)

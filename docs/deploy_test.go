@@ -61,12 +61,9 @@ type (
 			Name  string `yaml:"name"`
 			Value string `yaml:"value"`
 		} `yaml:"env"`
-		Ports []struct {
-			Name          string `yaml:"name"`
-			ContainerPort int    `yaml:"containerPort"`
-		} `yaml:"ports"`
-		LivenessProbe   k8sProbe `yaml:"livenessProbe"`
-		ReadinessProbe  k8sProbe `yaml:"readinessProbe"`
+		Ports           []k8sPort `yaml:"ports"`
+		LivenessProbe   k8sProbe  `yaml:"livenessProbe"`
+		ReadinessProbe  k8sProbe  `yaml:"readinessProbe"`
 		SecurityContext struct {
 			AllowPrivilegeEscalation *bool `yaml:"allowPrivilegeEscalation"`
 			ReadOnlyRootFilesystem   *bool `yaml:"readOnlyRootFilesystem"`
@@ -79,6 +76,10 @@ type (
 			MountPath string `yaml:"mountPath"`
 			SubPath   string `yaml:"subPath"`
 		} `yaml:"volumeMounts"`
+	}
+	k8sPort struct {
+		Name          string `yaml:"name"`
+		ContainerPort int    `yaml:"containerPort"`
 	}
 	k8sProbe struct {
 		HTTPGet *struct {
@@ -254,15 +255,14 @@ func TestKubernetesManifests(t *testing.T) {
 			!slices.Equal(sc.Capabilities.Drop, []string{"ALL"}) {
 			t.Errorf("got container securityContext %+v, want readOnlyRootFilesystem, no privilege escalation and capabilities dropped: [ALL]", sc)
 		}
-		if len(c.Ports) != 1 || c.Ports[0].ContainerPort != 8080 {
-			t.Fatalf("got ports %+v, want one, 8080", c.Ports)
-		}
+		mustPorts(t, c)
 		for name, p := range map[string]struct {
 			probe k8sProbe
 			path  string
 		}{"liveness": {c.LivenessProbe, "/healthz"}, "readiness": {c.ReadinessProbe, "/readyz"}} {
-			if p.probe.HTTPGet == nil || p.probe.HTTPGet.Path != p.path || (p.probe.HTTPGet.Port != c.Ports[0].Name && p.probe.HTTPGet.Port != "8080") {
-				t.Errorf("got %s probe %+v, want GET %s on port 8080", name, p.probe.HTTPGet, p.path)
+			// On people's port: the operator's answers every other path 404.
+			if p.probe.HTTPGet == nil || p.probe.HTTPGet.Path != p.path || (p.probe.HTTPGet.Port != "http" && p.probe.HTTPGet.Port != "8080") {
+				t.Errorf("got %s probe %+v, want GET %s on port http (8080)", name, p.probe.HTTPGet, p.path)
 			}
 		}
 	})
@@ -331,9 +331,7 @@ func TestKubernetesManifests(t *testing.T) {
 		if !labelsMatch(s.Spec.Selector, podLabels) {
 			t.Errorf("got selector %v, want it to match the pod's labels %v", s.Spec.Selector, podLabels)
 		}
-		if len(s.Spec.Ports) != 1 || (s.Spec.Ports[0].TargetPort != c.Ports[0].Name && s.Spec.Ports[0].TargetPort != "8080") {
-			t.Errorf("got ports %+v, want one whose targetPort is the container's 8080", s.Spec.Ports)
-		}
+		mustServicePorts(t, s, c)
 	})
 
 	t.Run("NetworkPolicy", func(t *testing.T) {
@@ -342,19 +340,86 @@ func TestKubernetesManifests(t *testing.T) {
 		if !labelsMatch(np.Spec.PodSelector.MatchLabels, podLabels) || !slices.Contains(np.Spec.PolicyTypes, "Ingress") {
 			t.Errorf("got podSelector %v policyTypes %v, want the pod's labels %v and Ingress", np.Spec.PodSelector.MatchLabels, np.Spec.PolicyTypes, podLabels)
 		}
-		operator := false
-		for _, rule := range np.Spec.Ingress {
-			for _, from := range rule.From {
-				if from.NamespaceSelector != nil && from.NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] == "terdut-operator-system" &&
-					len(rule.Ports) == 1 && rule.Ports[0].Port == 8080 {
-					operator = true
-				}
+		mustPortsPolicy(t, np)
+	})
+}
+
+// Ports of terdut-server's pod: people's (--listen) and the operator's (--operator-listen).
+const (
+	peoplePort   = 8080
+	operatorPort = 8081
+)
+
+// mustPorts checks that the container names people's port http and the operator's operator,
+// and listens on them: --listen and --operator-listen name the same numbers.
+func mustPorts(t *testing.T, c k8sContainer) {
+	t.Helper()
+	got := map[string]int{}
+	for _, p := range c.Ports {
+		got[p.Name] = p.ContainerPort
+	}
+	if len(c.Ports) != 2 || got["http"] != peoplePort || got["operator"] != operatorPort {
+		t.Errorf("got ports %+v, want http %d and operator %d", c.Ports, peoplePort, operatorPort)
+	}
+	for flag, want := range map[string]string{"--listen": ":8080", "--operator-listen": ":8081"} {
+		if !slices.Contains(c.Args, flag+"="+want) {
+			t.Errorf("got arguments %q, want %s=%s", c.Args, flag, want)
+		}
+	}
+}
+
+// mustServicePorts checks that the Service exposes both of the container's ports, by name.
+func mustServicePorts(t *testing.T, s k8sService, c k8sContainer) {
+	t.Helper()
+	targets := map[string]int{}
+	for _, p := range s.Spec.Ports {
+		targets[p.TargetPort] = p.Port
+	}
+	if len(s.Spec.Ports) != 2 || targets["http"] != peoplePort || targets["operator"] != operatorPort {
+		t.Errorf("got ports %+v, want %d to targetPort http and %d to targetPort operator", s.Spec.Ports, peoplePort, operatorPort)
+	}
+	for target := range targets {
+		if !slices.ContainsFunc(c.Ports, func(p k8sPort) bool { return p.Name == target }) {
+			t.Errorf("the Service's targetPort %q is no port of the container %+v", target, c.Ports)
+		}
+	}
+}
+
+// mustPortsPolicy checks that the operator's namespace reaches the operator's port and
+// nothing else, and that nobody else reaches the operator's port: no rule opens every port
+// or admits every source.
+func mustPortsPolicy(t *testing.T, np k8sNetworkPolicy) {
+	t.Helper()
+	const operatorNamespace = "terdut-operator-system"
+	operator, people := false, false
+	for i, rule := range np.Spec.Ingress {
+		if len(rule.From) == 0 || len(rule.Ports) == 0 {
+			t.Errorf("ingress rule %d: got from %d sources and %d ports, want both named (an empty list admits everything)", i, len(rule.From), len(rule.Ports))
+			continue
+		}
+		fromOperator := false
+		for _, from := range rule.From {
+			if from.NamespaceSelector == nil || from.NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] == "" {
+				t.Errorf("ingress rule %d: got a source %+v, want a namespace named by kubernetes.io/metadata.name", i, from)
+			} else if from.NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] == operatorNamespace {
+				fromOperator = true
 			}
 		}
-		if !operator || len(np.Spec.Ingress) < 2 {
-			t.Errorf("got %d ingress rules, none opening port 8080 to the namespace terdut-operator-system; want that rule and one for the ingress controller", len(np.Spec.Ingress))
+		for _, p := range rule.Ports {
+			switch {
+			case fromOperator && p.Port == operatorPort && len(rule.From) == 1:
+				operator = true
+			case !fromOperator && p.Port == peoplePort:
+				people = true
+			default:
+				t.Errorf("ingress rule %d: opens port %d to %+v; want the operator's namespace to reach %d alone, and others %d alone", i, p.Port, rule.From, operatorPort, peoplePort)
+			}
 		}
-	})
+	}
+	if !operator || !people {
+		t.Errorf("got a rule opening %d to %s: %v, a rule opening %d to another namespace (the ingress controller's): %v; want both",
+			operatorPort, operatorNamespace, operator, peoplePort, people)
+	}
 }
 
 // labelsMatch reports whether every label of selector is on labels (and selector selects something).

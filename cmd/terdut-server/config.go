@@ -24,6 +24,9 @@ import (
 // name (--database-url is TERDUT_DATABASE_URL); a flag wins over the variable.
 type Config struct {
 	Listen            string
+	OperatorListen    string // empty: Listen serves the operator's endpoints too
+	TLSCertFile       string // empty: plain http
+	TLSKeyFile        string
 	DatabaseURL       string
 	PublicURL         *url.URL
 	BootstrapGate     bool
@@ -65,6 +68,9 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 	var c Config
 	var publicURL, dbURLFile, secretFile, scopes, allowed, admins, logLevel, proxies string
 	fs.StringVar(&c.Listen, "listen", ":8080", "address to listen on")
+	fs.StringVar(&c.OperatorListen, "operator-listen", "", "address of a second listener for the operator's endpoints alone (the claim, its status and the reset), which --listen then answers 404, such as :8081; empty: --listen serves them")
+	fs.StringVar(&c.TLSCertFile, "tls-cert-file", "", "PEM certificate chain that both listeners serve https with, re-read when it changes (such as a cert-manager Secret's tls.crt); empty: plain http")
+	fs.StringVar(&c.TLSKeyFile, "tls-key-file", "", "PEM private key of --tls-cert-file (such as a cert-manager Secret's tls.key)")
 	fs.StringVar(&c.DatabaseURL, "database-url", "", "Postgres URL (postgres://user:pass@host:5432/db)")
 	fs.StringVar(&dbURLFile, "database-url-file", "", "file holding the Postgres URL, instead of --database-url")
 	fs.StringVar(&publicURL, "public-url", "http://localhost:8080", "URL where people reach this server")
@@ -132,6 +138,12 @@ func (c Config) validate() error {
 		problems = append(problems, "no database: set --database-url or TERDUT_DATABASE_URL (or TERDUT_DATABASE_URL_FILE), e.g. postgres://terdut:secret@localhost:5432/terdut")
 	} else if err := store.CheckURL(c.DatabaseURL); err != nil {
 		problems = append(problems, "--database-url: "+err.Error())
+	}
+	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
+		problems = append(problems, "--tls-cert-file and --tls-key-file go together: give both (such as the tls.crt and tls.key of a cert-manager Secret) or neither")
+	}
+	if _, port, _ := net.SplitHostPort(c.OperatorListen); c.OperatorListen != "" && c.OperatorListen == c.Listen && port != "0" {
+		problems = append(problems, fmt.Sprintf("--operator-listen %s is --listen's address: give the operator's endpoints a port of their own, such as :8081", c.OperatorListen))
 	}
 	if c.PasswordCost < bcrypt.MinCost || c.PasswordCost > bcrypt.MaxCost {
 		problems = append(problems, fmt.Sprintf("--password-hash-cost %d: use %d to %d", c.PasswordCost, bcrypt.MinCost, bcrypt.MaxCost))

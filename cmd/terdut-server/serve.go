@@ -2,19 +2,17 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/terdut-server/terdut-server/internal/api"
+	"github.com/terdut-server/terdut-server/internal/certfile"
 	"github.com/terdut-server/terdut-server/internal/opjwt"
 	"github.com/terdut-server/terdut-server/internal/optoken"
 	"github.com/terdut-server/terdut-server/internal/store"
@@ -49,6 +47,10 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		log.Warn("single sign-on over plain http off loopback (--public-url): its state cookie cannot carry the __Host- prefix, so a sibling host can plant a state and sign a person in as someone else (login CSRF); use an https --public-url",
 			"public_url", cfg.PublicURL.String())
 	}
+	pair, err := loadTLS(cfg, log)
+	if err != nil {
+		return err
+	}
 	st, err := openMigrated(ctx, cfg.DatabaseURL, log)
 	if err != nil {
 		return err
@@ -73,36 +75,61 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 			Scopes: cfg.OIDCScopes, UsernameClaim: cfg.OIDCUsernameClaim,
 			GroupsClaim: cfg.OIDCGroupsClaim, AllowedGroups: cfg.OIDCAllowedGroups, AdminGroups: cfg.OIDCAdminGroups}
 	}
-	srv := &http.Server{Handler: api.NewServer(st, opts), ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout: 30 * time.Second, WriteTimeout: 60 * time.Second, IdleTimeout: 2 * time.Minute,
-		MaxHeaderBytes: 64 << 10, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
-	ln, err := net.Listen("tcp", cfg.Listen)
+	var people, operator http.Handler
+	if cfg.OperatorListen != "" {
+		people, operator = api.NewSplitServer(st, opts)
+	} else {
+		people = api.NewServer(st, opts)
+	}
+	ports, err := openPorts(cfg, people, operator, pair, log)
 	if err != nil {
-		return fmt.Errorf("--listen %s: %w", cfg.Listen, err)
+		return err
 	}
-	log.Info("terdut-server listening", "addr", ln.Addr().String(), "public_url", cfg.PublicURL.String(),
-		"bootstrap_gate", cfg.BootstrapGate, "sso", cfg.OIDCIssuer != "", "password_login", cfg.PasswordLogin)
-	printNextSteps(ctx, stdout, st, cfg, tokens, identity)
+	log.Info(ports[0].msg, "addr", ports[0].ln.Addr().String(), "public_url", cfg.PublicURL.String(),
+		"tls", pair != nil, "bootstrap_gate", cfg.BootstrapGate, "sso", cfg.OIDCIssuer != "", "password_login", cfg.PasswordLogin)
+	claimURL := cfg.PublicURL.String()
+	for _, p := range ports[1:] {
+		log.Info(p.msg, "addr", p.ln.Addr().String(), "tls", pair != nil)
+		claimURL = p.url()
+	}
+	printNextSteps(ctx, stdout, st, cfg, claimURL, tokens, identity)
 	defer startHousekeeping(ctx, st, cfg, log)()
+	return serveAll(ctx, ports, cfg.ShutdownTimeout, log)
+}
 
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
+// openPorts listens on --listen for people and, when operator is not nil, on
+// --operator-listen for the operator; both or neither.
+func openPorts(cfg Config, people, operator http.Handler, pair *certfile.Pair, log *slog.Logger) ([]*port, error) {
+	p, err := listen("--listen", cfg.Listen, "terdut-server listening", people, pair, log)
+	if err != nil {
+		return nil, err
 	}
-	log.Info("shutting down: draining requests in flight", "timeout", cfg.ShutdownTimeout.String())
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		return fmt.Errorf("shutdown: %w", err)
+	ports := []*port{p}
+	if operator != nil {
+		op, err := listen("--operator-listen", cfg.OperatorListen, "terdut-server listening for the operator", operator, pair, log)
+		if err != nil {
+			closeAll(ports)
+			return nil, err
+		}
+		ports = append(ports, op)
 	}
-	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
-		return err
+	return ports, nil
+}
+
+// loadTLS reads --tls-cert-file and --tls-key-file, or returns nil when they are not set.
+func loadTLS(cfg Config, log *slog.Logger) (*certfile.Pair, error) {
+	if cfg.TLSCertFile == "" {
+		return nil, nil
 	}
-	log.Info("stopped")
-	return nil
+	pair, err := certfile.Load(cfg.TLSCertFile, cfg.TLSKeyFile, log)
+	if err != nil {
+		return nil, fmt.Errorf("--tls-cert-file and --tls-key-file: %w", err)
+	}
+	if cfg.PublicURL.Scheme != "https" {
+		log.Warn("the listeners serve https (--tls-cert-file) but --public-url is http: links, sign-in redirects and cookies name http; set --public-url to the https URL people reach",
+			"public_url", cfg.PublicURL.String())
+	}
+	return pair, nil
 }
 
 func loadOperatorTokens(cfg Config, log *slog.Logger) (*optoken.Source, error) {
@@ -159,7 +186,8 @@ func openMigrated(ctx context.Context, url string, log *slog.Logger) (*store.Sto
 }
 
 // printNextSteps tells the person who started the server where it is and what to do next.
-func printNextSteps(ctx context.Context, w io.Writer, st *store.Store, cfg Config, tokens *optoken.Source, identity *opjwt.Verifier) {
+// The claim goes to claimURL: the public URL, or the operator's port on this host.
+func printNextSteps(ctx context.Context, w io.Writer, st *store.Store, cfg Config, claimURL string, tokens *optoken.Source, identity *opjwt.Verifier) {
 	base := cfg.PublicURL.String()
 	fmt.Fprintf(w, "terdut-server is running at %s (health: %s/healthz)\n", base, base)
 	b, err := st.Bootstrap(ctx)
@@ -167,13 +195,13 @@ func printNextSteps(ctx context.Context, w io.Writer, st *store.Store, cfg Confi
 		fmt.Fprintf(w, "Sign in at %s/login\n", base)
 		return
 	}
-	claim := "curl -X POST " + base + "/api/bootstrap"
+	claim := "curl -X POST " + claimURL + "/api/bootstrap"
 	switch {
 	case tokens.Configured():
 		// The first token of the file (blank lines and # comments are not tokens), handed to
 		// curl on its standard input so that it never sits in a process's arguments.
 		claim = `grep -m1 -v -E '^[[:space:]]*(#|$)' ` + cfg.OperatorTokenFile +
-			` | sed 's/^/Authorization: Bearer /' | curl -H @- -X POST ` + base + "/api/bootstrap"
+			` | sed 's/^/Authorization: Bearer /' | curl -H @- -X POST ` + claimURL + "/api/bootstrap"
 	case identity != nil:
 		// Only the operator's service account can: its client reads its projected token.
 		fmt.Fprintf(w, "This install is not claimed yet; nobody can sign in until it is. The operator claims it with "+

@@ -26,11 +26,13 @@ var client = &http.Client{Timeout: startTimeout}
 
 // server is a terdut-server that run serves in the background.
 type server struct {
-	URL    string // http://127.0.0.1:port, where it listens
-	Stdout *syncBuffer
-	Stderr *syncBuffer
-	cancel context.CancelFunc
-	done   chan error // receives run's result
+	URL         string // http://127.0.0.1:port (https with TLS), where it listens
+	OperatorURL string // where it listens for the operator with --operator-listen, else ""
+	http        *http.Client
+	Stdout      *syncBuffer
+	Stderr      *syncBuffer
+	cancel      context.CancelFunc
+	done        chan error // receives run's result
 }
 
 // startServe runs `terdut-server serve args...` in env until the test ends or stop is called,
@@ -38,8 +40,14 @@ type server struct {
 // found in the server's log, unless args say otherwise.
 func startServe(t *testing.T, e env, args ...string) *server {
 	t.Helper()
+	return startServeWith(t, e, client, args...)
+}
+
+// startServeWith is startServe whose requests go through hc (for a server that speaks TLS).
+func startServeWith(t *testing.T, e env, hc *http.Client, args ...string) *server {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &server{Stdout: &syncBuffer{}, Stderr: &syncBuffer{}, cancel: cancel, done: make(chan error, 1)}
+	s := &server{http: hc, Stdout: &syncBuffer{}, Stderr: &syncBuffer{}, cancel: cancel, done: make(chan error, 1)}
 	args = append([]string{"serve", "--listen", "127.0.0.1:0", "--password-hash-cost", "4"}, args...)
 	go func() { s.done <- run(ctx, args, e.get, s.Stdout, s.Stderr) }()
 	t.Cleanup(func() { _ = s.stop() })
@@ -48,12 +56,13 @@ func startServe(t *testing.T, e env, args ...string) *server {
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		if addr := listenAddr(s.Stderr.String()); addr != "" {
-			s.URL = "http://" + addr
+		if url := listenURL(s.Stderr.String(), "terdut-server listening"); url != "" {
+			s.URL = url
 			// The listener queues connections until serving starts, after the server has
-			// printed what to do next: the first answer means it is all out.
+			// logged its ports and printed what to do next: the first answer means it is all out.
 			status, body := s.get(t, "/healthz", "")
 			mustStatus(t, "GET /healthz", status, body, http.StatusOK, nil)
+			s.OperatorURL = listenURL(s.Stderr.String(), "terdut-server listening for the operator")
 			return s
 		}
 		select {
@@ -67,13 +76,21 @@ func startServe(t *testing.T, e env, args ...string) *server {
 	}
 }
 
-// listenAddr returns the address of the "terdut-server listening" line of a JSON log, or "".
-func listenAddr(log string) string {
+// listenURL returns the URL of the address of the first line of a JSON log whose message is
+// msg ("terdut-server listening", or "... for the operator"): https when the line says tls,
+// else http; or "".
+func listenURL(log, msg string) string {
 	sc := bufio.NewScanner(strings.NewReader(log))
 	for sc.Scan() {
-		var line struct{ Msg, Addr string }
-		if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "terdut-server listening" {
-			return line.Addr
+		var line struct {
+			Msg, Addr string
+			TLS       bool
+		}
+		if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == msg {
+			if line.TLS {
+				return "https://" + line.Addr
+			}
+			return "http://" + line.Addr
 		}
 	}
 	return ""
@@ -100,16 +117,22 @@ func (s *server) get(t *testing.T, path, bearer string) (int, string) {
 // do sends a request without a body to the server and returns the status and body.
 func (s *server) do(t *testing.T, method, path, bearer string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequest(method, s.URL+path, nil)
+	return s.doAt(t, s.URL, method, path, bearer)
+}
+
+// doAt is do at one of the server's URLs (URL or OperatorURL).
+func (s *server) doAt(t *testing.T, base, method, path, bearer string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, base+path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if bearer != "" {
 		req.Header.Set("Authorization", "Bearer "+bearer)
 	}
-	resp, err := client.Do(req)
+	resp, err := s.http.Do(req)
 	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
+		t.Fatalf("%s %s: %v", method, base+path, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
@@ -170,6 +193,9 @@ func TestServe(t *testing.T) {
 			"curl -X POST http://terdut.test:8080/api/bootstrap\n",
 			"terdut-server bootstrap claim")
 		mustContain(t, "stderr", srv.Stderr.String(), "no operator token configured")
+		if srv.OperatorURL != "" || !strings.HasPrefix(srv.URL, "http://") {
+			t.Errorf("without --operator-listen or TLS: got URLs %q and %q, want one http URL", srv.URL, srv.OperatorURL)
+		}
 
 		// serve migrated the empty database itself: the install starts pending.
 		var st struct {
@@ -365,6 +391,25 @@ func TestServe_Refuses(t *testing.T) {
 			env:  env{"TERDUT_DATABASE_URL": pgtest.MustEmptyDatabase(t)},
 			args: []string{"--listen", held.Addr().String(), "--password-hash-cost", "4"},
 			want: []string{"--listen " + held.Addr().String()}},
+		{name: "ErrOperatorListen",
+			env:  env{"TERDUT_DATABASE_URL": pgtest.MustEmptyDatabase(t), "TERDUT_OPERATOR_LISTEN": held.Addr().String()},
+			args: []string{"--listen", "127.0.0.1:0", "--password-hash-cost", "4"},
+			want: []string{"--operator-listen " + held.Addr().String()}},
+		{name: "ErrOperatorListenIsListen",
+			env:  env{"TERDUT_DATABASE_URL": unreachable},
+			args: []string{"--listen", ":8080", "--operator-listen", ":8080"},
+			want: []string{"--operator-listen :8080 is --listen's address", "a port of their own"}},
+		{name: "ErrTLSCertWithoutKey",
+			env:  env{"TERDUT_DATABASE_URL": unreachable, "TERDUT_TLS_CERT_FILE": "/etc/tls/tls.crt"},
+			want: []string{"--tls-cert-file and --tls-key-file go together"}},
+		{name: "ErrTLSNotAPair",
+			env: env{"TERDUT_DATABASE_URL": unreachable, "TERDUT_TLS_CERT_FILE": mustFile(t, "tls.crt", "not a certificate"),
+				"TERDUT_TLS_KEY_FILE": mustFile(t, "tls.key", "not a key")},
+			want: []string{"--tls-cert-file and --tls-key-file", "are not a pair", "PEM certificate chain"}},
+		{name: "ErrTLSKeyMissing",
+			env: env{"TERDUT_DATABASE_URL": unreachable, "TERDUT_TLS_CERT_FILE": mustFile(t, "tls.crt", "not a certificate"),
+				"TERDUT_TLS_KEY_FILE": "/nonexistent/tls.key"},
+			want: []string{"the TLS key file /nonexistent/tls.key", "no such file"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

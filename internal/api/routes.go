@@ -8,19 +8,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// routes is the one map of every endpoint, grouped by who may call it.
-func (s *server) routes() http.Handler {
-	r := chi.NewRouter()
-	r.Use(middleware.Recoverer)
-	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		s.writeError(w, r, &apiError{Status: http.StatusNotFound, Code: "not_found", Message: "No such endpoint."})
-	})
-	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		s.writeError(w, r, &apiError{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed",
-			Message: "This endpoint does not take that method."})
-	})
+// routes is the one map of every endpoint, grouped by who may call it. It returns one
+// handler for everything unless split is true; then people's handler answers the operator's
+// endpoints 404, and the operator's handler answers only them (and everything else 404).
+func (s *server) routes(split bool) (people, operator http.Handler) {
+	r := s.newRouter()
 
-	// Public: probes, metrics, pages, sign-in, and the claim status.
+	// Public: probes, metrics, pages and sign-in.
 	r.Method(http.MethodGet, "/healthz", handleHealthz())
 	r.Method(http.MethodGet, "/readyz", s.handleReadyz())
 	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(s.opts.Gatherer, promhttp.HandlerOpts{}))
@@ -30,11 +24,17 @@ func (s *server) routes() http.Handler {
 	r.Method(http.MethodGet, "/auth/oidc/callback", s.handleOIDCCallback())
 	r.Method(http.MethodPost, "/api/auth/login", s.handleLogin())
 	r.Method(http.MethodPost, "/api/auth/logout", s.handleLogout())
-	r.Method(http.MethodGet, "/api/bootstrap/status", s.handleBootstrapStatus())
 
-	// Operator token: the claim is open when no token is configured; the reset never is.
-	r.Method(http.MethodPost, "/api/bootstrap", s.requireOperator(true, s.handleBootstrapClaim()))
-	r.Method(http.MethodPost, "/api/bootstrap/reset", s.requireOperator(false, s.handleBootstrapReset()))
+	// The operator's: the claim status (public), then, with the operator token, the claim
+	// (open when no token is configured) and the reset (never open). With split, on a port
+	// of their own, so that a NetworkPolicy can admit the operator alone to them.
+	op := r
+	if split {
+		op = s.newRouter()
+	}
+	op.Method(http.MethodGet, "/api/bootstrap/status", s.handleBootstrapStatus())
+	op.Method(http.MethodPost, "/api/bootstrap", s.requireOperator(true, s.handleBootstrapClaim()))
+	op.Method(http.MethodPost, "/api/bootstrap/reset", s.requireOperator(false, s.handleBootstrapReset()))
 
 	// A session or an API key.
 	r.Group(func(r chi.Router) {
@@ -58,6 +58,29 @@ func (s *server) routes() http.Handler {
 		r.With(s.requireAdmin).Method(http.MethodPost, "/api/users", s.handleUserCreate())
 		r.With(s.requireAdmin).Method(http.MethodGet, "/api/audit", s.handleAudit())
 	})
+	if !split {
+		return s.handler(r), nil
+	}
+	return s.handler(r), s.handler(op)
+}
+
+// newRouter returns a router that answers unknown paths and methods with the JSON errors.
+func (s *server) newRouter() *chi.Mux {
+	r := chi.NewRouter()
+	r.Use(middleware.Recoverer)
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		s.writeError(w, r, &apiError{Status: http.StatusNotFound, Code: "not_found", Message: "No such endpoint."})
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		s.writeError(w, r, &apiError{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed",
+			Message: "This endpoint does not take that method."})
+	})
+	return r
+}
+
+// handler wraps a router in what every request of either port gets: its context, the
+// metrics and the access log.
+func (s *server) handler(r *chi.Mux) http.Handler {
 	h := newHandler(r, s.metrics)
 	if s.opts.AccessLog {
 		h.access = s.log

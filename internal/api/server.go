@@ -115,7 +115,16 @@ type server struct {
 
 // NewServer returns the HTTP handler for every endpoint (see routes.go).
 func NewServer(st Store, opts Options) http.Handler {
-	return newServer(st, opts).routes()
+	h, _ := newServer(st, opts).routes(false)
+	return h
+}
+
+// NewSplitServer returns two handlers of one server, which share its limits, metrics and
+// logs: people's, which answers the operator's endpoints (the claim, its status and the
+// reset) 404, and the operator's, which answers only those and every other path 404. Each
+// is meant for a port of its own (see routes.go).
+func NewSplitServer(st Store, opts Options) (people, operator http.Handler) {
+	return newServer(st, opts).routes(true)
 }
 
 func newServer(st Store, opts Options) *server {

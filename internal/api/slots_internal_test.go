@@ -50,7 +50,8 @@ func mustSlotsFixture(t *testing.T, cost int) slotsFixture {
 	public, _ := url.Parse("http://127.0.0.1:8080")
 	s := newServer(st, Options{PublicURL: public, Gate: true, PasswordLogin: true, Passwords: passwords,
 		PasswordChecks: 1, PasswordCheckWait: 20 * time.Millisecond})
-	return slotsFixture{s: s, h: s.routes(), st: st, key: claim.Secret, person: person}
+	h, _ := s.routes(false)
+	return slotsFixture{s: s, h: h, st: st, key: claim.Secret, person: person}
 }
 
 // setPassword sets the person's password as the admin and returns the answer.

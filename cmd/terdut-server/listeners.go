@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/terdut-server/terdut-server/internal/certfile"
+)
+
+// port is one listener of the server and what it serves.
+type port struct {
+	setting string // the flag that names its address, for errors
+	msg     string // its "listening" log line
+	srv     *http.Server
+	ln      net.Listener
+}
+
+// listen opens a port for h at addr; with pair (not nil) it serves https with the pair's
+// certificate as it is at each handshake.
+func listen(setting, addr, msg string, h http.Handler, pair *certfile.Pair, log *slog.Logger) (*port, error) {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout: 30 * time.Second, WriteTimeout: 60 * time.Second, IdleTimeout: 2 * time.Minute,
+		MaxHeaderBytes: 64 << 10, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	if pair != nil {
+		srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: pair.GetCertificate}
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", setting, addr, err)
+	}
+	return &port{setting: setting, msg: msg, srv: srv, ln: ln}, nil
+}
+
+// url is where a client on this host reaches the port: localhost when it listens on every
+// address, else the address it listens on.
+func (p *port) url() string {
+	scheme := "http"
+	if p.srv.TLSConfig != nil {
+		scheme = "https"
+	}
+	host, portNum, _ := net.SplitHostPort(p.ln.Addr().String())
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		host = "localhost"
+	}
+	return scheme + "://" + net.JoinHostPort(host, portNum)
+}
+
+func (p *port) serve() error {
+	if p.srv.TLSConfig != nil {
+		return p.srv.ServeTLS(p.ln, "", "")
+	}
+	return p.srv.Serve(p.ln)
+}
+
+// serveAll serves every port until ctx is cancelled, then drains them all at once within
+// timeout. A port that fails ends them all.
+func serveAll(ctx context.Context, ports []*port, timeout time.Duration, log *slog.Logger) error {
+	errc := make(chan error, len(ports))
+	for _, p := range ports {
+		go func() {
+			err := p.serve()
+			if !errors.Is(err, http.ErrServerClosed) {
+				err = fmt.Errorf("%s %s: %w", p.setting, p.ln.Addr(), err)
+			}
+			errc <- err
+		}()
+	}
+	var failed error
+	select {
+	case failed = <-errc:
+		log.Error("a listener failed: stopping", "err", failed)
+	case <-ctx.Done():
+		log.Info("shutting down: draining requests in flight", "timeout", timeout.String())
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	shut := make(chan error, len(ports))
+	for _, p := range ports {
+		go func() { shut <- p.srv.Shutdown(sctx) }()
+	}
+	var errs []error
+	for range ports {
+		if err := <-shut; err != nil {
+			errs = append(errs, fmt.Errorf("shutdown: %w", err))
+		}
+	}
+	running := len(ports)
+	if failed != nil {
+		errs, running = append(errs, failed), running-1
+	}
+	for range running {
+		if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	log.Info("stopped")
+	return nil
+}
+
+// closeAll closes the listeners of ports that never served.
+func closeAll(ports []*port) {
+	for _, p := range ports {
+		p.ln.Close()
+	}
+}
