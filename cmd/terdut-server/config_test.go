@@ -25,7 +25,8 @@ func defaultConfig() (Config, string) {
 		PasswordLogin: true, LoginLimitMax: 10, LoginLimitWindow: 15 * time.Minute, PasswordCost: 12, SessionTTL: 12 * time.Hour, OIDCGroupsClaim: "groups",
 		OIDCScopes: []string{"openid", "profile", "email"}, OIDCUsernameClaim: "preferred_username",
 		LogLevel: slog.LevelInfo, ShutdownTimeout: 20 * time.Second,
-		OperatorOIDC:     OperatorOIDCConfig{Audience: "terdut-server", TokenFile: defaultServiceAccountTokenFile},
+		OperatorOIDC: OperatorOIDCConfig{Audience: "terdut-server", TokenFile: defaultServiceAccountTokenFile,
+			ReviewCAFile: defaultServiceAccountCAFile},
 		OIDCPendingLimit: 10000, APIKeysPerUser: 100, SSOAPIKeyMaxTTL: 2160 * time.Hour, SweepInterval: 15 * time.Minute,
 		LoginRatePerIP: 20, SSOKeySignIn: 15 * time.Minute, AuditRetention: 8760 * time.Hour, AccessLog: true}, "http://localhost:8080"
 }
@@ -107,15 +108,27 @@ func TestParseConfig(t *testing.T) {
 			"--operator-oidc-subjects", "system:serviceaccount:a:op, system:serviceaccount:b:op", "--operator-oidc-ca-file", caFile,
 			"--operator-oidc-issuer-token-file", "/run/sa/token"},
 			want: func(c *Config, _ *string) {
-				c.OperatorOIDC = OperatorOIDCConfig{Issuer: "https://kubernetes.default.svc.cluster.local", Audience: "terdut",
-					Subjects: commaList{"system:serviceaccount:a:op", "system:serviceaccount:b:op"}, CAFile: caFile, TokenFile: "/run/sa/token"}
+				c.OperatorOIDC = OperatorOIDCConfig{Issuer: commaList{"https://kubernetes.default.svc.cluster.local"}, Audience: "terdut",
+					Subjects: commaList{"system:serviceaccount:a:op", "system:serviceaccount:b:op"}, CAFile: caFile, TokenFile: "/run/sa/token",
+					ReviewCAFile: defaultServiceAccountCAFile}
+			}},
+		{name: "OperatorOIDCMoveAndReview", args: []string{"--database-url", testDB,
+			"--operator-oidc-issuer", "https://kubernetes.default.svc.cluster.local, https://oidc.example/cluster-1",
+			"--operator-oidc-subjects", "system:serviceaccount:a:op", "--operator-oidc-ca-file", caFile,
+			"--operator-oidc-token-review-url", "https://kubernetes.default.svc", "--operator-oidc-token-review-ca-file", caFile,
+			"--operator-oidc-jwks-url", "https://keys.example/jwks"},
+			want: func(c *Config, _ *string) {
+				c.OperatorOIDC = OperatorOIDCConfig{Issuer: commaList{"https://kubernetes.default.svc.cluster.local", "https://oidc.example/cluster-1"},
+					Audience: "terdut-server", Subjects: commaList{"system:serviceaccount:a:op"}, CAFile: caFile, TokenFile: defaultServiceAccountTokenFile,
+					JWKSURL: "https://keys.example/jwks", ReviewURL: "https://kubernetes.default.svc", ReviewCAFile: caFile}
 			}},
 		{name: "OperatorOIDCEnv", env: env{"TERDUT_DATABASE_URL": testDB,
 			"TERDUT_OPERATOR_OIDC_ISSUER": "https://k8s.example", "TERDUT_OPERATOR_OIDC_SUBJECTS": "system:serviceaccount:ns:op",
 			"TERDUT_OPERATOR_OIDC_CA_FILE": caFile, "TERDUT_OPERATOR_OIDC_ISSUER_TOKEN_FILE": "/run/sa/token"},
 			want: func(c *Config, _ *string) {
-				c.OperatorOIDC = OperatorOIDCConfig{Issuer: "https://k8s.example", Audience: "terdut-server",
-					Subjects: commaList{"system:serviceaccount:ns:op"}, CAFile: caFile, TokenFile: "/run/sa/token"}
+				c.OperatorOIDC = OperatorOIDCConfig{Issuer: commaList{"https://k8s.example"}, Audience: "terdut-server",
+					Subjects: commaList{"system:serviceaccount:ns:op"}, CAFile: caFile, TokenFile: "/run/sa/token",
+					ReviewCAFile: defaultServiceAccountCAFile}
 			}},
 		{name: "OIDCClaimsFlags", args: []string{"--database-url", testDB, "--oidc-scopes", "openid, email,groups",
 			"--oidc-username-claim", "nickname", "--oidc-groups-claim", "realm_access.roles"},
@@ -241,6 +254,17 @@ func TestParseConfig_Invalid(t *testing.T) {
 			"--operator-oidc-ca-file", "/nonexistent/ca.crt"}, env: db, want: []string{"--operator-oidc-ca-file /nonexistent/ca.crt"}},
 		{name: "ErrOperatorOIDCCAFileNotPEM", args: []string{"--operator-oidc-issuer", "https://k8s.example", "--operator-oidc-subjects", "s",
 			"--operator-oidc-ca-file", emptyFile}, env: db, want: []string{"--operator-oidc-ca-file", "no PEM certificate"}},
+		{name: "ErrOperatorOIDCSecondIssuerHTTP", args: []string{"--operator-oidc-issuer", "https://k8s.example,http://old.example", "--operator-oidc-subjects", "s"}, env: db,
+			want: []string{`--operator-oidc-issuer "http://old.example": use https`}},
+		{name: "ErrOperatorOIDCJWKSURLHTTP", args: []string{"--operator-oidc-issuer", "https://k8s.example", "--operator-oidc-subjects", "s",
+			"--operator-oidc-jwks-url", "http://keys.example/jwks"}, env: db, want: []string{"--operator-oidc-jwks-url", "https"}},
+		{name: "ErrOperatorOIDCReviewHTTP", args: []string{"--operator-oidc-issuer", "https://k8s.example", "--operator-oidc-subjects", "s",
+			"--operator-oidc-token-review-url", "http://kubernetes.default.svc"}, env: db, want: []string{"--operator-oidc-token-review-url", "https URL"}},
+		{name: "ErrOperatorOIDCReviewCAMissing", args: []string{"--operator-oidc-issuer", "https://k8s.example", "--operator-oidc-subjects", "s",
+			"--operator-oidc-token-review-url", "https://kubernetes.default.svc", "--operator-oidc-token-review-ca-file", "/nonexistent/ca.crt"}, env: db,
+			want: []string{"--operator-oidc-token-review-url", "/nonexistent/ca.crt"}},
+		{name: "ErrOperatorOIDCReviewWithoutIssuer", args: []string{"--operator-oidc-token-review-url", "https://kubernetes.default.svc"}, env: db,
+			want: []string{"--operator-oidc-token-review-url is set but --operator-oidc-issuer is not"}},
 		{name: "ErrOperatorOIDCSubjectsWithoutIssuer", args: []string{"--operator-oidc-subjects", "s"}, env: db,
 			want: []string{"--operator-oidc-subjects is set but --operator-oidc-issuer is not"}},
 		{name: "ErrSeveral", args: []string{"--password-hash-cost", "1", "--session-ttl", "1s"},

@@ -142,16 +142,17 @@ func loadOperatorTokens(cfg Config, log *slog.Logger) (*optoken.Source, error) {
 // operatorIdentity returns the verifier of the operator's service-account tokens, or nil
 // when --operator-oidc-issuer is not set.
 func operatorIdentity(c OperatorOIDCConfig, log *slog.Logger) (*opjwt.Verifier, error) {
-	if c.Issuer == "" {
+	if len(c.Issuer) == 0 {
 		return nil, nil
 	}
-	v, err := opjwt.New(opjwt.Config{Issuer: c.Issuer, Audience: c.Audience, Subjects: c.Subjects, CAFile: c.CAFile,
-		AuthTokenFile: c.TokenFile, Logger: log})
+	cfg := c.opjwtConfig()
+	cfg.Logger = log
+	v, err := opjwt.New(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("--operator-oidc-issuer: %w", err)
 	}
-	log.Info("the operator may prove itself with a service-account token", "issuer", c.Issuer,
-		"audience", c.Audience, "subjects", []string(c.Subjects))
+	log.Info("the operator may prove itself with a service-account token", "issuer", []string(c.Issuer),
+		"audience", c.Audience, "subjects", []string(c.Subjects), "token_review", c.ReviewURL != "")
 	return v, nil
 }
 
