@@ -106,6 +106,19 @@ failover:
 	scripts/ensure-patroni.sh
 	$(GO) test -race -count=1 -tags patroni -p 1 -timeout 15m -v -run '^(TestCluster|TestPatroni)$$' ./internal/patronitest/ ./faults/
 
+# kube runs the Kubernetes suite (behind the build tag "kube", so that `make test` needs no
+# etcd): the real kube-apiserver of k8s.io/kubernetes over Debian's etcd, on 127.0.0.1
+# (internal/kubetest), and against it the operator's service-account identity on the layouts
+# clusters have, TokenReview, the example manifests applied with strict validation and their
+# RBAC, and terdut-operator's recovery of a lost claim. scripts/ensure-kube.sh first installs
+# etcd when it is missing (as root). The first run on a machine builds kube-apiserver into
+# $$TERDUT_KUBE_CACHE or the user's cache directory (about 6 minutes on two cores); later
+# runs reuse it.
+.PHONY: kube
+kube:
+	scripts/ensure-kube.sh
+	$(GO) test -race -count=1 -tags kube -timeout 30m -run '^TestKube' ./internal/kubetest/ ./cmd/terdut-server/ ./client/ ./docs/
+
 # bench measures the gate's cost, API-key requests against pgbench and sign-ins during a
 # contested claim, each as a ratio to a baseline taken in the same run, on a throwaway
 # Postgres cluster of its own (see bench/README.md). It prints a table and writes the same

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# ensure-kube.sh — make sure the programs of the Kubernetes suite (`make kube`) are there:
+# Debian's etcd, under the real kube-apiserver that internal/kubetest builds from its Go module
+# (k8s.io/kubernetes, through the module proxy) into the user's cache on first use.
+#
+# Usage: scripts/ensure-kube.sh
+#
+# Does nothing when etcd is installed. Otherwise, as root on Debian, installs etcd-server with
+# apt-get (no recommended packages); a Debian host running systemd would start its service,
+# which is stopped and disabled again (the suite runs its own etcd on free ports). Fails with a
+# non-zero exit, saying what to install, when etcd is missing and cannot be installed.
+set -euo pipefail
+
+die() { echo "ensure-kube: $*" >&2; exit 1; }
+
+if command -v etcd >/dev/null; then
+  exit 0
+fi
+if [[ ! -r /etc/debian_version ]]; then
+  die "missing: etcd; install etcd 3.4 or later with your system's packages"
+fi
+"$(dirname "${BASH_SOURCE[0]}")/apt-install.sh" etcd-server
+if command -v systemctl >/dev/null && [[ -d /run/systemd/system ]]; then
+  systemctl disable --now etcd >/dev/null 2>&1 || true
+fi
+command -v etcd >/dev/null || die "apt-get ran but etcd is still missing"
+echo "ensure-kube: $(etcd --version 2>/dev/null | head -1)" >&2
