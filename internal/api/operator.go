@@ -23,7 +23,7 @@ var errBadOperatorToken = &apiError{Status: http.StatusUnauthorized, Code: "unau
 
 // errOperatorIdentityUnavailable is logged by requireOperator, at a bounded rate, not by writeError.
 var errOperatorIdentityUnavailable = &apiError{Status: http.StatusServiceUnavailable, Code: "unavailable",
-	Message: "The keys of the operator's identity issuer cannot be read right now; try again shortly.", RetryAfter: 5 * time.Second,
+	Message: "The operator's service-account token cannot be checked right now (its issuer's keys, or the API server asked to review it, cannot be reached); try again shortly.", RetryAfter: 5 * time.Second,
 	logged: true}
 
 // refusalLogPeriod is how often each kind of refusal on the operator endpoints, which anyone
