@@ -126,8 +126,15 @@ func Start(tb testing.TB, opts Options) *APIServer {
 // tokens made before survive, as in a cluster.
 func (a *APIServer) Restart(opts Options) {
 	a.tb.Helper()
-	a.proc.Stop(syscall.SIGTERM, 30*time.Second)
+	a.Stop()
 	a.start(opts)
+}
+
+// Stop stops the API server (etcd keeps running): a cluster whose API server is away. Restart
+// starts it again.
+func (a *APIServer) Stop() {
+	a.tb.Helper()
+	a.proc.Stop(syscall.SIGTERM, 30*time.Second)
 }
 
 // Issuer is the issuer of the tokens the API server signs now.

@@ -1,0 +1,72 @@
+//go:build kube
+
+package main
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/terdut-server/terdut-server/internal/kubetest"
+)
+
+// TestKube_TokenReview: verified offline, the operator's token keeps claiming after its pod
+// or its service account is deleted, until it expires. With --operator-oidc-token-review-url
+// the server asks the API server about each token (the example manifests' RBAC lets its
+// account create TokenReviews), so such a token claims and resets nothing; and while the API
+// server cannot answer, claims and resets answer 503 rather than trust the token offline.
+func TestKube_TokenReview(t *testing.T) {
+	k := startKube(t, kubetest.Options{})
+	review := env{"TERDUT_OPERATOR_OIDC_TOKEN_REVIEW_URL": k.URL, "TERDUT_OPERATOR_OIDC_TOKEN_REVIEW_CA_FILE": k.CA.File}
+	s := k.settings(t, k.Issuer(), review)
+	reviewed := startServe(t, s)
+	mustContain(t, "log", reviewed.Stderr.String(), `"token_review":true`)
+	offline := startServe(t, env{"TERDUT_DATABASE_URL": s["TERDUT_DATABASE_URL"], "TERDUT_OPERATOR_OIDC_ISSUER": k.Issuer(),
+		"TERDUT_OPERATOR_OIDC_CA_FILE": k.CA.File, "TERDUT_OPERATOR_OIDC_ISSUER_TOKEN_FILE": k.serverToken,
+		"TERDUT_OPERATOR_OIDC_SUBJECTS": operatorSubject}) // the same database, offline checks only
+
+	status, body := reviewed.do(t, http.MethodPost, "/api/bootstrap", k.operatorToken())
+	mustStatus(t, "claim with a live pod's token", status, body, http.StatusCreated, nil)
+
+	t.Run("PodDeleted", func(t *testing.T) {
+		k.CreatePod(operatorNS, "terdut-operator-1", operatorSA)
+		token := k.Token(operatorNS, operatorSA, kubetest.TokenRequest{Audiences: []string{"terdut-server"}, Pod: "terdut-operator-1"})
+		k.DeletePod(operatorNS, "terdut-operator-1")
+		status, body := reviewed.do(t, http.MethodPost, "/api/bootstrap/reset", token)
+		mustStatus(t, "reset with a deleted pod's token, reviewed", status, body, http.StatusUnauthorized, nil)
+		mustContain(t, "log", reviewed.Stderr.String(), `"reason":"revoked"`)
+		status, body = offline.do(t, http.MethodPost, "/api/bootstrap/reset", token)
+		mustStatus(t, "the same token, offline only", status, body, http.StatusOK, nil)
+		status, body = reviewed.do(t, http.MethodPost, "/api/bootstrap", token)
+		mustStatus(t, "claim with a deleted pod's token, reviewed", status, body, http.StatusUnauthorized, nil)
+		status, body = reviewed.do(t, http.MethodPost, "/api/bootstrap", k.operatorToken())
+		mustStatus(t, "claim with a live pod's token", status, body, http.StatusCreated, nil)
+	})
+
+	t.Run("ServiceAccountRecreated", func(t *testing.T) {
+		token := k.Token(operatorNS, operatorSA, kubetest.TokenRequest{Audiences: []string{"terdut-server"}})
+		k.DeleteServiceAccount(operatorNS, operatorSA)
+		status, body := reviewed.do(t, http.MethodPost, "/api/bootstrap/reset", token)
+		mustStatus(t, "reset with a deleted account's token", status, body, http.StatusUnauthorized, nil)
+		k.CreateServiceAccount(operatorNS, operatorSA) // the same name, a new uid
+		status, body = reviewed.do(t, http.MethodPost, "/api/bootstrap/reset", token)
+		mustStatus(t, "reset with the token of the account before it was recreated", status, body, http.StatusUnauthorized, nil)
+		status, body = offline.do(t, http.MethodPost, "/api/bootstrap/reset", token)
+		mustStatus(t, "the same token, offline only", status, body, http.StatusOK, nil)
+		fresh := k.Token(operatorNS, operatorSA, kubetest.TokenRequest{Audiences: []string{"terdut-server"}})
+		status, body = reviewed.do(t, http.MethodPost, "/api/bootstrap", fresh)
+		mustStatus(t, "claim with the recreated account's token", status, body, http.StatusCreated, nil)
+	})
+
+	t.Run("APIServerAway", func(t *testing.T) {
+		token := k.Token(operatorNS, operatorSA, kubetest.TokenRequest{Audiences: []string{"terdut-server"}})
+		k.Stop()
+		status, body := reviewed.do(t, http.MethodPost, "/api/bootstrap/reset", token)
+		mustStatus(t, "reset while the API server is away, reviewed", status, body, http.StatusServiceUnavailable, nil)
+		mustContain(t, "log", reviewed.Stderr.String(), "could not be asked to review the token")
+		status, body = reviewed.get(t, "/readyz", "")
+		mustStatus(t, "readiness while the API server is away", status, body, http.StatusOK, nil)
+		k.Restart(k.Options())
+		status, body = reviewed.do(t, http.MethodPost, "/api/bootstrap/reset", token)
+		mustStatus(t, "reset once the API server is back", status, body, http.StatusOK, nil)
+	})
+}
