@@ -452,8 +452,10 @@ func TestDockerfile(t *testing.T) {
 }
 
 // otherFlags are flags of other programs that the pages may name: kube-apiserver's, where
-// kubernetes.md says how a cluster's issuer is set up.
-var otherFlags = []string{"--service-account-jwks-uri"}
+// kubernetes.md says how a cluster's issuer is set up (internal/kubetest passes each of them
+// to the real kube-apiserver, so they are its flags at the release the suite runs).
+var otherFlags = []string{"--service-account-jwks-uri", "--service-account-issuer", "--service-account-key-file",
+	"--service-account-signing-key-file"}
 
 // TestDocs_Settings checks that every flag and TERDUT_* variable each page names is one
 // terdut-server has (or, for a flag, one of otherFlags).
