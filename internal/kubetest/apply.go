@@ -158,8 +158,11 @@ func (a *APIServer) Allowed(ns, sa string, x Access) bool {
 	return out.Status.Allowed
 }
 
-// Rules are what a SelfSubjectRulesReview lists for a caller in one namespace.
+// Rules are what a SelfSubjectRulesReview lists for a caller in one namespace. Incomplete
+// is the API server's word that an authorizer could not list its rules (never with RBAC
+// alone, as Start runs it): the lists are then not all the caller may do.
 type Rules struct {
+	Incomplete    bool `json:"incomplete"`
 	ResourceRules []struct {
 		Verbs         []string `json:"verbs"`
 		APIGroups     []string `json:"apiGroups"`
