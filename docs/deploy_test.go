@@ -137,29 +137,36 @@ func mustManifestsIn(t *testing.T, dir string) []k8sObject {
 	}
 	var objs []k8sObject
 	for _, f := range files {
-		r, err := os.Open(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		dec := yaml.NewDecoder(r)
-		for {
-			var o k8sObject
-			err := dec.Decode(&o.node)
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				t.Fatalf("%s: %v", f, err)
-			}
-			if err := o.node.Decode(&o); err != nil {
-				t.Fatalf("%s: %v", f, err)
-			}
-			o.file = filepath.Base(f)
-			objs = append(objs, o)
-		}
-		r.Close()
+		objs = append(objs, mustManifestFile(t, f)...)
 	}
 	return objs
+}
+
+// mustManifestFile parses every document of the YAML file f.
+func mustManifestFile(t *testing.T, f string) []k8sObject {
+	t.Helper()
+	r, err := os.Open(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var objs []k8sObject
+	dec := yaml.NewDecoder(r)
+	for {
+		var o k8sObject
+		err := dec.Decode(&o.node)
+		if errors.Is(err, io.EOF) {
+			return objs
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		if err := o.node.Decode(&o); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		o.file = filepath.Base(f)
+		objs = append(objs, o)
+	}
 }
 
 // decode reads the object into the typed view v, failing the test if it does not fit.

@@ -111,9 +111,10 @@ func reason(body []byte) string {
 }
 
 // Access is one question for an access review: a verb on a resource (Resource set, in
-// Namespace, of Group) or on a path of the API (Path set).
+// Namespace, of Group, and on its Subresource when set, such as "token" of
+// "serviceaccounts") or on a path of the API (Path set).
 type Access struct {
-	Verb, Group, Resource, Namespace, Name, Path string
+	Verb, Group, Resource, Subresource, Namespace, Name, Path string
 }
 
 func (x Access) String() string {
@@ -130,6 +131,9 @@ func (x Access) String() string {
 	if x.Name != "" {
 		r += "/" + x.Name
 	}
+	if x.Subresource != "" {
+		r += "/" + x.Subresource // as in the URL: serviceaccounts/NAME/token
+	}
 	return x.Verb + " " + r
 }
 
@@ -141,7 +145,8 @@ func (a *APIServer) Allowed(ns, sa string, x Access) bool {
 	if x.Path != "" {
 		spec["nonResourceAttributes"] = map[string]any{"path": x.Path, "verb": x.Verb}
 	} else {
-		spec["resourceAttributes"] = map[string]any{"namespace": x.Namespace, "verb": x.Verb, "group": x.Group, "resource": x.Resource, "name": x.Name}
+		spec["resourceAttributes"] = map[string]any{"namespace": x.Namespace, "verb": x.Verb, "group": x.Group,
+			"resource": x.Resource, "subresource": x.Subresource, "name": x.Name}
 	}
 	var out struct {
 		Status struct {
@@ -153,8 +158,11 @@ func (a *APIServer) Allowed(ns, sa string, x Access) bool {
 	return out.Status.Allowed
 }
 
-// Rules are what a SelfSubjectRulesReview lists for a caller in one namespace.
+// Rules are what a SelfSubjectRulesReview lists for a caller in one namespace. Incomplete
+// is the API server's word that an authorizer could not list its rules (never with RBAC
+// alone, as Start runs it): the lists are then not all the caller may do.
 type Rules struct {
+	Incomplete    bool `json:"incomplete"`
 	ResourceRules []struct {
 		Verbs         []string `json:"verbs"`
 		APIGroups     []string `json:"apiGroups"`
