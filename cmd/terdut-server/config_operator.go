@@ -41,7 +41,7 @@ func (c *OperatorOIDCConfig) define(fs *flag.FlagSet) {
 	fs.StringVar(&c.JWKSURL, "operator-oidc-jwks-url", "",
 		"where the issuer's keys are, for a layout that serves them neither at discovery's jwks_uri on the issuer's origin nor at its path there; empty: found through discovery")
 	fs.StringVar(&c.ReviewURL, "operator-oidc-token-review-url", "",
-		"the cluster's API server (in a pod: https://kubernetes.default.svc), asked about each service-account token that passes the offline checks (TokenReview), so that a token of a deleted pod or service account is refused at once; empty: offline checks only")
+		"the cluster's API server (in a pod: https://kubernetes.default.svc), asked about each service-account token that passes the offline checks (TokenReview), so that a token of a deleted pod or service account is refused (within the API server's 10 s cache of a token it accepted); empty: offline checks only")
 	fs.StringVar(&c.ReviewCAFile, "operator-oidc-token-review-ca-file", defaultServiceAccountCAFile,
 		"CA bundle of the API server asked with --operator-oidc-token-review-url (in a pod: the service account's ca.crt)")
 }

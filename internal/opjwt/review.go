@@ -15,8 +15,9 @@ import (
 
 // ReviewConfig asks the cluster's API server whether it still accepts each token that passes
 // the offline checks (a TokenReview, as Vault's Kubernetes method does): a token bound to a
-// pod that was deleted, or of a service account that was deleted or recreated, is refused at
-// once, where the offline checks accept it until it expires. When the API server cannot be
+// pod that was deleted, or of a service account that was deleted or recreated, is refused as
+// soon as the API server says so (at once for a token it has not reviewed in the last 10
+// seconds, its cache), where the offline checks accept it until it expires. When the API server cannot be
 // reached, or refuses the review, the token is neither accepted nor refused: the request
 // answers 503 and the operator retries. Failing closed costs the operator a claim while the
 // API server is away; failing open would give whoever can cut this server off from it the use
