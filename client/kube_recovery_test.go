@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -32,15 +31,8 @@ func TestKube_Recovery(t *testing.T) {
 	a := kubetest.Start(t, kubetest.Options{})
 	a.CreateNamespace(kubeServerNS)
 	a.CreateNamespace(kubeOperatorNS)
-	for _, f := range []string{"serviceaccount.yaml", "operator.yaml"} {
-		manifest, err := os.ReadFile(filepath.Join("..", "deploy", "kubernetes", "service-account-identity", f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := a.Apply(manifest); err != nil {
-			t.Fatalf("apply %s: %v", f, err)
-		}
-	}
+	example := filepath.Join("..", "deploy", "kubernetes", "service-account-identity")
+	a.MustApplyFiles(filepath.Join(example, "serviceaccount.yaml"), filepath.Join(example, "operator.yaml"))
 	a.CreatePod(kubeServerNS, "terdut-server-0", kubeServerSA)
 	a.CreatePod(kubeOperatorNS, kubeOperatorPod, kubeOperatorSA)
 	dir := t.TempDir()

@@ -40,15 +40,8 @@ func startKube(t *testing.T, opts kubetest.Options) *kubeCluster {
 	for _, ns := range []string{serverNS, operatorNS, "elsewhere"} {
 		a.CreateNamespace(ns)
 	}
-	for _, f := range []string{"serviceaccount.yaml", "operator.yaml"} {
-		b, err := os.ReadFile(filepath.Join("..", "..", "deploy", "kubernetes", "service-account-identity", f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := a.Apply(b); err != nil {
-			t.Fatalf("apply %s: %v", f, err)
-		}
-	}
+	example := filepath.Join("..", "..", "deploy", "kubernetes", "service-account-identity")
+	a.MustApplyFiles(filepath.Join(example, "serviceaccount.yaml"), filepath.Join(example, "operator.yaml"))
 	a.CreatePod(serverNS, "terdut-server-0", serverSA)
 	a.CreatePod(operatorNS, operatorPod, operatorSA)
 	k := &kubeCluster{APIServer: a, serverToken: filepath.Join(t.TempDir(), "token")}

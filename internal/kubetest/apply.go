@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"regexp"
 	"strings"
 
@@ -58,6 +59,21 @@ func (a *APIServer) Apply(manifest []byte) ([]Object, error) {
 		applied = append(applied, o)
 	}
 	return applied, nil
+}
+
+// MustApplyFiles applies each manifest file with Apply, failing the test on a file that cannot
+// be read or an object the API server refuses.
+func (a *APIServer) MustApplyFiles(paths ...string) {
+	a.tb.Helper()
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			a.tb.Fatal(err)
+		}
+		if _, err := a.Apply(b); err != nil {
+			a.tb.Fatalf("kubetest: apply %s: %v", p, err)
+		}
+	}
 }
 
 // applyPatch is a body sent as a server-side apply patch.
