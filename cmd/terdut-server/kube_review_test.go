@@ -15,6 +15,7 @@ import (
 // account create TokenReviews), so such a token claims and resets nothing; and while the API
 // server cannot answer, claims and resets answer 503 rather than trust the token offline.
 func TestKube_TokenReview(t *testing.T) {
+	t.Parallel() // each test has an API server and a database of its own
 	k := startKube(t, kubetest.Options{})
 	review := env{"TERDUT_OPERATOR_OIDC_TOKEN_REVIEW_URL": k.URL, "TERDUT_OPERATOR_OIDC_TOKEN_REVIEW_CA_FILE": k.CA.File}
 	s := k.settings(t, k.Issuer(), review)

@@ -94,6 +94,7 @@ func mustClaimAndReset(t *testing.T, srv *server, token string) {
 // TestKube_Layouts: with the four settings docs/kubernetes.md names and nothing more, the
 // operator's real token claims and resets on each layout clusters really have.
 func TestKube_Layouts(t *testing.T) {
+	t.Parallel() // each test has an API server and a database of its own
 	// kubeadm, kind and k3s: the issuer is a service name of the API server
 	// (https://kubernetes.default.svc.cluster.local; here https://localhost:PORT), discovery
 	// names the advertise address as jwks_uri (another origin), and neither answers anonymous
@@ -138,6 +139,7 @@ func TestKube_Layouts(t *testing.T) {
 // the old one too while the API server still publishes it, and once the old key is dropped
 // its tokens are refused as soon as the keys are read again.
 func TestKube_KeyRotation(t *testing.T) {
+	t.Parallel() // each test has an API server and a database of its own
 	k := startKube(t, kubetest.Options{})
 	srv := startServe(t, k.settings(t, k.Issuer(), nil))
 	started := time.Now()
@@ -190,6 +192,7 @@ func waitPastMinRefresh(t time.Time) {
 // first, keeps accepting the operator's tokens of either throughout; given only the old one, it
 // refuses the tokens of the new one.
 func TestKube_MoveOfIssuers(t *testing.T) {
+	t.Parallel() // each test has an API server and a database of its own
 	k := startKube(t, kubetest.Options{})
 	oldIssuer, newIssuer := k.Issuer(), "https://kubernetes.default.svc.cluster.local"
 	both := startServe(t, k.settings(t, oldIssuer+","+newIssuer, nil))
@@ -216,6 +219,7 @@ func TestKube_MoveOfIssuers(t *testing.T) {
 // TestKube_Refused: real tokens that are not the operator's claim and reset nothing, each
 // refused with 401 and its reason in the log and the metric.
 func TestKube_Refused(t *testing.T) {
+	t.Parallel() // each test has an API server and a database of its own
 	k := startKube(t, kubetest.Options{})
 	k.CreateServiceAccount(operatorNS, "intruder")
 	k.CreatePod(operatorNS, "intruder-0", "intruder")
