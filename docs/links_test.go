@@ -116,10 +116,7 @@ func TestAnchors(t *testing.T) {
 // TestDocs_Links checks that every relative link of README.md and of the pages leads to a
 // file that exists and, into a page, to one of its headings.
 func TestDocs_Links(t *testing.T) {
-	files := []string{"../README.md"}
-	for _, page := range mustDocPages(t) {
-		files = append(files, page)
-	}
+	files := append([]string{"../README.md"}, mustDocPages(t)...)
 	checked := 0
 	for _, f := range files {
 		doc, err := os.ReadFile(f)
