@@ -29,5 +29,6 @@ RUN mkdir -p /out/usr/local/bin \
 FROM ${RUNTIME_IMAGE}
 COPY --from=build /out/ /
 USER 65532:65532
-EXPOSE 8080
+# 8080: --listen, people; 8081: --operator-listen, the operator, when it is set.
+EXPOSE 8080 8081
 ENTRYPOINT ["/terdut-server"]
