@@ -53,7 +53,7 @@ func newInstall(t *testing.T) *install {
 			NetworkAliases: map[string][]string{nw.Name: {"db"}},
 			ExposedPorts:   []string{"5432/tcp"},
 			HostConfigModifier: func(hc *container.HostConfig) {
-				hc.PortBindings = loopbackPort("5432/tcp")
+				hc.PortBindings = loopbackPorts("5432/tcp")
 			},
 			WaitingFor: wait.ForLog("database system is ready to accept connections").WithOccurrence(2).
 				WithStartupTimeout(2 * time.Minute),
@@ -98,7 +98,8 @@ func (in *install) writeSecret(t *testing.T, dir, name, content string) {
 type replica struct {
 	name string
 	ctr  testcontainers.Container
-	url  string // http://127.0.0.1:<published port>
+	url  string // http://127.0.0.1:<published port of 8080>, the people's port
+	op   string // http://127.0.0.1:<published port of 8081>, the operator's
 }
 
 // startReplica runs the image as the Deployment's pod spec does and waits until /readyz
@@ -109,7 +110,7 @@ func (in *install) startReplica(t *testing.T, name string) *replica {
 	ctr, err := testcontainers.GenericContainer(ctx, testcontainers.GenericContainerRequest{
 		ContainerRequest: testcontainers.ContainerRequest{
 			Image: serverImage,
-			Cmd: []string{"--listen=:8080", "--public-url=" + publicURL,
+			Cmd: []string{"--listen=:8080", "--operator-listen=:8081", "--public-url=" + publicURL,
 				"--operator-token-file=/etc/terdut/operator-token/token"},
 			Env: map[string]string{
 				"TERDUT_DATABASE_URL_FILE":  "/etc/terdut/database/url",
@@ -118,12 +119,12 @@ func (in *install) startReplica(t *testing.T, name string) *replica {
 			},
 			Labels:       labels,
 			Networks:     []string{in.network},
-			ExposedPorts: []string{"8080/tcp"},
+			ExposedPorts: []string{"8080/tcp", "8081/tcp"},
 			ConfigModifier: func(c *container.Config) {
 				c.User = "65532:65532" // runAsUser, runAsGroup
 			},
 			HostConfigModifier: func(hc *container.HostConfig) {
-				hc.PortBindings = loopbackPort("8080/tcp")
+				hc.PortBindings = loopbackPorts("8080/tcp", "8081/tcp")
 				hc.ReadonlyRootfs = true
 				hc.CapDrop = []string{"ALL"}
 				hc.SecurityOpt = []string{"no-new-privileges"} // allowPrivilegeEscalation: false
@@ -149,16 +150,24 @@ func (in *install) startReplica(t *testing.T, name string) *replica {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &replica{name: name, ctr: ctr, url: "http://" + host + ":" + port.Port()}
+	opPort, err := ctr.MappedPort(ctx, "8081/tcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &replica{name: name, ctr: ctr, url: "http://" + host + ":" + port.Port(), op: "http://" + host + ":" + opPort.Port()}
 }
 
 // publicURL is where people would reach the install; nothing listens there, the test sends
 // each request to the replica it names.
 const publicURL = "http://terdut.image.test"
 
-// loopbackPort publishes port on a free port of 127.0.0.1 only.
-func loopbackPort(port string) network.PortMap {
-	return network.PortMap{network.MustParsePort(port): {{HostIP: netip.MustParseAddr("127.0.0.1")}}}
+// loopbackPorts publishes each port on a free port of 127.0.0.1 only.
+func loopbackPorts(ports ...string) network.PortMap {
+	m := network.PortMap{}
+	for _, p := range ports {
+		m[network.MustParsePort(p)] = []network.PortBinding{{HostIP: netip.MustParseAddr("127.0.0.1")}}
+	}
+	return m
 }
 
 // terminate removes ctr when the test ends.

@@ -30,8 +30,9 @@ func TestImage_AsKubernetesRunsIt(t *testing.T) {
 	b := in.startReplica(t, "b") // shares nothing with a but the database
 	ctx := context.Background()
 
-	// The operator claims the install through a's published port, as terdut-operator does.
-	op, err := client.New(a.url, client.WithOperatorToken(in.operatorToken))
+	// The operator claims the install through a's operator port, as terdut-operator does with
+	// the example manifests, and checks its key on the people's port.
+	op, err := client.New(a.url, client.WithOperatorURL(a.op), client.WithOperatorToken(in.operatorToken))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,8 +43,10 @@ func TestImage_AsKubernetesRunsIt(t *testing.T) {
 	if res.Action != client.ActionClaimed || res.APIKey.Key == "" {
 		t.Fatalf("Reconcile: got %s (key set: %v), want %s with a key", res.Action, res.APIKey.Key != "", client.ActionClaimed)
 	}
+	// The people's port does not serve the operator's endpoints.
+	call(t, a.url, http.MethodPost, "/api/bootstrap/reset", "Bearer "+in.operatorToken, "", "", http.StatusNotFound, nil)
 	// b sees the claim.
-	opB, _ := client.New(b.url, client.WithOperatorToken(in.operatorToken))
+	opB, _ := client.New(b.url, client.WithOperatorURL(b.op), client.WithOperatorToken(in.operatorToken))
 	if st, err := opB.Status(ctx); err != nil || st.State != client.StateComplete {
 		t.Fatalf("status on b: got %+v, %v, want complete", st, err)
 	}
