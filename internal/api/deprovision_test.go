@@ -165,13 +165,18 @@ func TestDeprovision_GroupsClaimAbsent(t *testing.T) {
 			t.Errorf("the refused sign-in set a session cookie")
 		}
 	}
+	// adminWithKey signs an admin in on a, and makes them a key with that session.
+	adminWithKey := func(t *testing.T, a *apitest.Server, p *oidctest.Provider, name string) (me, *http.Cookie, keyWithExpiry) {
+		t.Helper()
+		p.AddUser(oidctest.User{Subject: "sub-" + name, PreferredUsername: name, Groups: []string{"oncall", "ops-admins"}})
+		session := a.MustSignInOIDC(t, p, "sub-"+name)
+		u := mustMe(t, a, session)
+		return u, session, mustCreateKeyAs(t, a, u.ID, session, map[string]string{"name": "laptop"})
+	}
 
 	t.Run("HadOne", func(t *testing.T) {
 		a, b, p := newGroupReplicas(t)
-		p.AddUser(oidctest.User{Subject: "sub-ada", PreferredUsername: "ada", Groups: []string{"oncall", "ops-admins"}})
-		session := a.MustSignInOIDC(t, p, "sub-ada")
-		ada := mustMe(t, a, session)
-		key := mustCreateKeyAs(t, a, ada.ID, session, map[string]string{"name": "laptop"})
+		ada, session, key := adminWithKey(t, a, p, "ada")
 
 		// Dropped from every group: the provider sends no groups claim at all.
 		p.AddUser(oidctest.User{Subject: "sub-ada", PreferredUsername: "ada", ExtraClaims: map[string]any{"groups": nil}})
@@ -194,10 +199,7 @@ func TestDeprovision_GroupsClaimAbsent(t *testing.T) {
 
 	t.Run("NeverHadOne", func(t *testing.T) {
 		a, b, p := newGroupReplicas(t)
-		p.AddUser(oidctest.User{Subject: "sub-bo", PreferredUsername: "bo", Groups: []string{"oncall", "ops-admins"}})
-		session := a.MustSignInOIDC(t, p, "sub-bo")
-		bo := mustMe(t, a, session)
-		key := mustCreateKeyAs(t, a, bo.ID, session, map[string]string{"name": "laptop"})
+		bo, session, key := adminWithKey(t, a, p, "bo")
 
 		// bo signed in before the server remembered the groups claim (migration 00011), so it
 		// has never seen his; a newcomer has none either. Then the provider sends the groups
