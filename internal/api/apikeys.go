@@ -120,7 +120,7 @@ func (s *server) keyCaller(r *http.Request, currentPassword string) (store.Calle
 	by := store.Caller{UserID: p.User.ID, APIKey: p.APIKey, Session: p.SessionToken}
 	switch {
 	case p.SessionToken == "":
-	case p.User.OIDCSubject != "":
+	case p.User.SSO():
 		by.SignedInWithin = s.opts.SSOKeySignInWindow
 	case currentPassword == "":
 		return store.Caller{}, errCurrentPasswordRequired

@@ -148,51 +148,95 @@ type keyWithExpiry struct {
 	ExpiresAt *time.Time `json:"expires_at"`
 }
 
-// TestDeprovision_GroupsClaimAbsent: when the provider sends no groups claim at all (a scope
-// not requested, a misspelt --oidc-groups-claim), the sign-in is refused but the person keeps
-// their role, keys and sessions, and the log names the setting to check.
+// TestDeprovision_GroupsClaimAbsent: providers omit an empty groups claim (Dex's groups is
+// omitempty), so a person who has had the claim and signs in without it was dropped from every
+// group: refused and disarmed, as for any group not allowed. A person who never had it (a
+// scope not granted, a misspelt --oidc-groups-claim) is refused too, but keeps their role,
+// keys and sessions, and the log names the setting to check.
 func TestDeprovision_GroupsClaimAbsent(t *testing.T) {
-	a, b, p := newGroupReplicas(t)
-	p.AddUser(oidctest.User{Subject: "sub-ada", PreferredUsername: "ada", Groups: []string{"oncall", "ops-admins"}})
-	session := a.MustSignInOIDC(t, p, "sub-ada")
-	ada := mustMe(t, a, session)
-	key := mustCreateKeyAs(t, a, ada.ID, session, map[string]string{"name": "laptop"})
-
-	p.SetGroupsClaim("roles") // the provider now sends the groups under a name the server does not read
-	resp, err := b.SignInOIDC(t.Context(), p, "sub-ada")
-	if err != nil {
-		t.Fatal(err)
-	}
-	wantAPIError(t, resp, http.StatusForbidden, "group_not_allowed")
-	if resp.Cookie("terdut_session") != nil {
-		t.Errorf("the refused sign-in set a session cookie")
-	}
-
-	for i, srv := range []*apitest.Server{a, b} {
-		if got := mustMe(t, srv, session); got.ID != ada.ID || got.Role != store.RoleAdmin {
-			t.Errorf("ada's session on replica %d: got %+v, want user %d, still an admin", i, got, ada.ID)
+	signInRefused := func(t *testing.T, srv *apitest.Server, p *oidctest.Provider, subject string) {
+		t.Helper()
+		resp, err := srv.SignInOIDC(t.Context(), p, subject)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if id, status := whoAmIOn(t, srv, key.Key); id != ada.ID {
-			t.Errorf("ada's key on replica %d: got user %d (status %d), want %d", i, id, status, ada.ID)
+		wantAPIError(t, resp, http.StatusForbidden, "group_not_allowed")
+		if resp.Cookie("terdut_session") != nil {
+			t.Errorf("the refused sign-in set a session cookie")
 		}
 	}
-	logs := b.Logs.String()
-	if !strings.Contains(logs, `"level":"WARN"`) || !strings.Contains(logs, `"oidc_groups_claim":"groups"`) {
-		t.Errorf("replica b's log: got %s, want a warning naming the groups claim setting", logs)
-	}
-	if strings.Contains(logs, "revoked their sessions") {
-		t.Errorf("replica b's log reports a revocation: %s", logs)
+	// adminWithKey signs an admin in on a, and makes them a key with that session.
+	adminWithKey := func(t *testing.T, a *apitest.Server, p *oidctest.Provider, name string) (me, *http.Cookie, keyWithExpiry) {
+		t.Helper()
+		p.AddUser(oidctest.User{Subject: "sub-" + name, PreferredUsername: name, Groups: []string{"oncall", "ops-admins"}})
+		session := a.MustSignInOIDC(t, p, "sub-"+name)
+		u := mustMe(t, a, session)
+		return u, session, mustCreateKeyAs(t, a, u.ID, session, map[string]string{"name": "laptop"})
 	}
 
-	// A claim that is present but lists no allowed group still disarms.
-	p.SetGroupsClaim("groups")
-	p.AddUser(oidctest.User{Subject: "sub-ada", PreferredUsername: "ada", Groups: []string{}})
-	resp, err = b.SignInOIDC(t.Context(), p, "sub-ada")
-	if err != nil {
-		t.Fatal(err)
-	}
-	wantAPIError(t, resp, http.StatusForbidden, "group_not_allowed")
-	mustSignedOut(t, []*apitest.Server{a, b}, session)
+	t.Run("HadOne", func(t *testing.T) {
+		a, b, p := newGroupReplicas(t)
+		ada, session, key := adminWithKey(t, a, p, "ada")
+
+		// Dropped from every group: the provider sends no groups claim at all.
+		p.AddUser(oidctest.User{Subject: "sub-ada", PreferredUsername: "ada", ExtraClaims: map[string]any{"groups": nil}})
+		signInRefused(t, b, p, "sub-ada")
+
+		mustSignedOut(t, []*apitest.Server{a, b}, session)
+		for i, srv := range []*apitest.Server{a, b} {
+			if _, status := whoAmIOn(t, srv, key.Key); status != http.StatusUnauthorized {
+				t.Errorf("ada's key on replica %d: got %d, want 401", i, status)
+			}
+		}
+		if n := count(t, a, `SELECT count(*) FROM users WHERE id = $1 AND role = 'member'`, ada.ID); n != 1 {
+			t.Errorf("ada after the refusal: got %d members with her id, want 1", n)
+		}
+		logs := b.Logs.String()
+		if !strings.Contains(logs, "revoked their sessions and API keys") || strings.Contains(logs, "check --oidc-groups-claim") {
+			t.Errorf("replica b's log: got %s, want the revocation and no configuration warning", logs)
+		}
+	})
+
+	t.Run("NeverHadOne", func(t *testing.T) {
+		a, b, p := newGroupReplicas(t)
+		bo, session, key := adminWithKey(t, a, p, "bo")
+
+		// bo signed in before the server remembered the groups claim (migration 00011), so it
+		// has never seen his; a newcomer has none either. Then the provider sends the groups
+		// under a name the server does not read.
+		if _, err := a.Store.Pool().Exec(t.Context(), `UPDATE users SET oidc_groups_claim = NULL WHERE id = $1`, bo.ID); err != nil {
+			t.Fatal(err)
+		}
+		p.SetGroupsClaim("roles")
+		p.AddUser(oidctest.User{Subject: "sub-new", PreferredUsername: "newcomer", Groups: []string{"oncall"}})
+		signInRefused(t, b, p, "sub-bo")
+		signInRefused(t, b, p, "sub-new")
+
+		for i, srv := range []*apitest.Server{a, b} {
+			if got := mustMe(t, srv, session); got.ID != bo.ID || got.Role != store.RoleAdmin {
+				t.Errorf("bo's session on replica %d: got %+v, want user %d, still an admin", i, got, bo.ID)
+			}
+			if id, status := whoAmIOn(t, srv, key.Key); id != bo.ID {
+				t.Errorf("bo's key on replica %d: got user %d (status %d), want %d", i, id, status, bo.ID)
+			}
+		}
+		logs := b.Logs.String()
+		if n := strings.Count(logs, `"oidc_groups_claim":"groups"`); n != 2 || !strings.Contains(logs, `"level":"WARN"`) {
+			t.Errorf("replica b's log: got %s, want two warnings naming the groups claim setting", logs)
+		}
+		if strings.Contains(logs, "revoked their sessions") {
+			t.Errorf("replica b's log reports a revocation: %s", logs)
+		}
+		if n := count(t, a, `SELECT count(*) FROM users WHERE username = 'newcomer'`); n != 0 {
+			t.Errorf("users named newcomer: got %d, want 0", n)
+		}
+
+		// A claim that is present but lists no allowed group still disarms.
+		p.SetGroupsClaim("groups")
+		p.AddUser(oidctest.User{Subject: "sub-bo", PreferredUsername: "bo", Groups: []string{}})
+		signInRefused(t, b, p, "sub-bo")
+		mustSignedOut(t, []*apitest.Server{a, b}, session)
+	})
 }
 
 // TestDeprovision_ClientGone: the client disconnects (its request's context is cancelled) just
@@ -235,9 +279,9 @@ type disconnectKey struct{}
 // request's context (found under disconnectKey), as a client disconnecting would.
 type disconnectingStore struct{ *store.Store }
 
-func (s disconnectingStore) DeprovisionSSOUser(ctx context.Context, issuer, subject string) (store.Deprovisioned, error) {
+func (s disconnectingStore) DeprovisionSSOUser(ctx context.Context, issuer, subject, missingGroupsClaim string) (store.Deprovisioned, error) {
 	if cancel, ok := ctx.Value(disconnectKey{}).(context.CancelFunc); ok {
 		cancel()
 	}
-	return s.Store.DeprovisionSSOUser(ctx, issuer, subject)
+	return s.Store.DeprovisionSSOUser(ctx, issuer, subject, missingGroupsClaim)
 }

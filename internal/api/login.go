@@ -76,7 +76,7 @@ func (s *server) handleLogin() http.Handler {
 			fail(err)
 			return
 		}
-		if u.Kind == store.KindService || u.OIDCSubject != "" {
+		if u.Kind == store.KindService || u.SSO() {
 			// Machine users never sign in interactively; SSO users only through their provider,
 			// whose group rules a password would get around.
 			hash = ""

@@ -19,15 +19,48 @@ var (
 		Message: "The sign-in provider's answer about who you are does not match its ID token; start again."}
 )
 
+// claimSet is what the provider said about a person: the verified ID token's claims and,
+// when they lacked one the sign-in reads, UserInfo's answer about the same subject (nil
+// otherwise). Each claim is read at one path (see claimPath), in the ID token, and in
+// UserInfo only where the ID token lacks it: the two are never merged, so UserInfo can fill
+// a gap but never override or shadow what the ID token says.
+type claimSet struct {
+	id, info map[string]any
+}
+
+// get returns the claim at the path name: the ID token's, or UserInfo's when the ID token
+// has none (or null) there.
+func (c claimSet) get(name string) any {
+	if v := lookupClaim(c.id, name); v != nil {
+		return v
+	}
+	return lookupClaim(c.info, name)
+}
+
+// email returns the person's e-mail and the provider's word on whether it is verified. The
+// two go together: an address taken from UserInfo is verified only if UserInfo says so, and
+// UserInfo's verdict counts for the ID token's address only when UserInfo gives that same
+// address.
+func (c claimSet) email() (email, verified any) {
+	if email = c.id["email"]; email == nil {
+		return c.info["email"], c.info["email_verified"]
+	}
+	if verified = c.id["email_verified"]; verified == nil {
+		if s, _ := email.(string); s != "" && c.info["email"] == email {
+			verified = c.info["email_verified"]
+		}
+	}
+	return email, verified
+}
+
 // fillFromUserInfo asks the provider's UserInfo endpoint about the person the ID token names
-// when the ID token lacks a claim the sign-in reads (see lacksClaims), and adds to claims every
-// claim the ID token lacks: many providers (Zitadel, Okta, ...) send the username, e-mail and
-// groups only there. The answer must be about the same subject. An ID token that has them all,
-// a provider without the endpoint, or a token response without an access token adds nothing
-// and asks nothing: a provider whose UserInfo refuses its own access tokens (one issued for an
-// API) or is down does not stop sign-ins that never needed it.
-func (s *server) fillFromUserInfo(ctx context.Context, p *oidc.Provider, tok *oauth2.Token, subject string, claims map[string]any) error {
-	if !s.oidc.opts.lacksClaims(claims) || p.UserInfoEndpoint() == "" || tok.AccessToken == "" {
+// when the ID token lacks a claim the sign-in reads (see lacksClaims): many providers (Zitadel,
+// Okta, ...) send the username, e-mail and groups only there. The answer must be about the
+// same subject. An ID token that has them all, a provider without the endpoint, or a token
+// response without an access token asks nothing: a provider whose UserInfo refuses its own
+// access tokens (one issued for an API) or is down does not stop sign-ins that never needed it.
+func (s *server) fillFromUserInfo(ctx context.Context, p *oidc.Provider, tok *oauth2.Token, subject string, c *claimSet) error {
+	if !s.oidc.opts.lacksClaims(c.id) || p.UserInfoEndpoint() == "" || tok.AccessToken == "" {
 		return nil
 	}
 	ui, err := p.UserInfo(oidc.ClientContext(ctx, s.oidc.httpClient), oauth2.StaticTokenSource(tok))
@@ -43,23 +76,7 @@ func (s *server) fillFromUserInfo(ctx context.Context, p *oidc.Provider, tok *oa
 		s.log.WarnContext(ctx, "OIDC UserInfo rejected", "err", "its subject differs from the ID token's")
 		return errUserInfoRejected
 	}
-	// An e-mail and whether it is verified go together: an address taken from UserInfo is
-	// verified only if UserInfo says so, and UserInfo's verdict counts for the ID token's
-	// address only when UserInfo gives that same address.
-	hasEmail := claims["email"] != nil
-	if !hasEmail {
-		delete(claims, "email_verified")
-	}
-	idEmail, _ := claims["email"].(string)
-	infoEmail, _ := info["email"].(string)
-	for k, v := range info {
-		if k == "email_verified" && hasEmail && (idEmail == "" || infoEmail != idEmail) {
-			continue
-		}
-		if cur, ok := claims[k]; !ok || cur == nil {
-			claims[k] = v
-		}
-	}
+	c.info = info
 	return nil
 }
 
@@ -77,13 +94,15 @@ func (o OIDCOptions) lacksClaims(claims map[string]any) bool {
 	return len(o.AllowedGroups)+len(o.AdminGroups) > 0 && lookupClaim(claims, o.GroupsClaim) == nil
 }
 
-// lookupClaim returns the claim named name or, when there is none of that name, the value at
-// the dotted path name into nested objects (realm_access.roles); nil when there is neither.
-// The whole name is tried first, so claims whose names hold dots (https://example.com/groups)
-// still work.
+// lookupClaim returns the value at the claim path name, nil when there is none. A path has
+// one meaning, whatever the claims hold: a name with a colon is a URI, one claim however many
+// dots it has (Auth0's https://example.com/groups, Zitadel's urn:zitadel:iam:org:project:roles);
+// any other name is split at its dots into nested objects (realm_access.roles,
+// resource_access.terdut.roles), and a top-level claim literally named with those dots is
+// never read in their place.
 func lookupClaim(claims map[string]any, name string) any {
-	if v, ok := claims[name]; ok {
-		return v
+	if strings.Contains(name, ":") {
+		return claims[name]
 	}
 	var cur any = claims
 	for part := range strings.SplitSeq(name, ".") {

@@ -214,3 +214,26 @@ func checkNoSecrets(t *testing.T, resp apitest.Response, req apitest.Request, p 
 		}
 	}
 }
+
+// TestOIDC_NoSubject: an ID token without sub (or with an empty one) is refused and creates
+// nobody. Accepted, every such sign-in landed in one account with an empty subject, renamed
+// and re-roled by whoever signed in last, which the API then took for a password account.
+func TestOIDC_NoSubject(t *testing.T) {
+	srv, p := newOIDCServer(t, nil)
+	srv.MustClaim(t)
+	for _, mutate := range map[string]func(map[string]any){
+		"Missing": func(c map[string]any) { delete(c, "sub") },
+		"Empty":   func(c map[string]any) { c["sub"] = "" },
+	} {
+		f := srv.MustStartOIDC(t, p, "alice")
+		p.NextTokenOverride(mutate)
+		resp := srv.MustDo(t, f.Request())
+		wantAPIError(t, resp, http.StatusUnauthorized, "invalid_id_token")
+		if resp.Cookie("terdut_session") != nil {
+			t.Errorf("the refused sign-in set a session cookie")
+		}
+	}
+	if n := count(t, srv, `SELECT count(*) FROM users WHERE oidc_issuer IS NOT NULL`); n != 0 {
+		t.Fatalf("single sign-on users after sign-ins without a subject: got %d, want 0", n)
+	}
+}

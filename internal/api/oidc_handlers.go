@@ -1,7 +1,6 @@
 package api
 
 import (
-	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
@@ -167,14 +166,21 @@ func (s *server) finishOIDC(w http.ResponseWriter, r *http.Request) (store.SSOId
 		s.log.WarnContext(r.Context(), "OIDC ID token rejected", "err", "nonce mismatch")
 		return store.SSOIdentity{}, errTokenRejected
 	}
-	var claims map[string]any
-	if err := idt.Claims(&claims); err != nil {
+	// A person is their (issuer, subject): without a subject every such sign-in would be one
+	// shared account. OpenID Connect caps sub at 255 characters; longer ones are refused too,
+	// which keeps the subjects migration 00012 gave accounts made without one out of reach.
+	if idt.Subject == "" || len(idt.Subject) > 255 {
+		s.log.WarnContext(r.Context(), "OIDC ID token rejected", "err", "its sub claim is missing, empty or longer than 255 characters")
 		return store.SSOIdentity{}, errTokenRejected
 	}
-	if err := s.fillFromUserInfo(r.Context(), provider, tok, idt.Subject, claims); err != nil {
+	var c claimSet
+	if err := idt.Claims(&c.id); err != nil {
+		return store.SSOIdentity{}, errTokenRejected
+	}
+	if err := s.fillFromUserInfo(r.Context(), provider, tok, idt.Subject, &c); err != nil {
 		return store.SSOIdentity{}, err
 	}
-	return s.identityFrom(r.Context(), idt.Issuer, idt.Subject, claims)
+	return s.identityFrom(idt.Issuer, idt.Subject, c)
 }
 
 // safeErrorCode passes on a provider's error code only if it looks like one.
@@ -186,20 +192,18 @@ func safeErrorCode(e string) string {
 }
 
 // identityFrom applies the group rules to the person's claims and proposes usernames: the
-// username claim, then a verified e-mail, then a stable name made from the identity.
-func (s *server) identityFrom(ctx context.Context, issuer, subject string, claims map[string]any) (store.SSOIdentity, error) {
-	groupsClaim := lookupClaim(claims, s.oidc.opts.GroupsClaim)
+// username claim, then a verified e-mail, then a stable name made from the identity. A
+// missing groups claim refuses the sign-in like a group not allowed; whether it also disarms
+// the person depends on whether they have had the claim before (see disarmRefused).
+func (s *server) identityFrom(issuer, subject string, c claimSet) (store.SSOIdentity, error) {
+	groupsClaim := c.get(s.oidc.opts.GroupsClaim)
 	groups := stringsClaim(groupsClaim)
 	if len(s.oidc.opts.AllowedGroups) > 0 && !intersects(groups, s.oidc.opts.AllowedGroups) {
+		refusal := &groupRefusal{issuer: issuer, subject: subject}
 		if groupsClaim == nil {
-			// No groups claim at all is more likely the provider's or our configuration (a scope
-			// not requested, a misspelt claim name) than the person's removal: refuse the
-			// sign-in, but leave what they hold here alone.
-			s.log.WarnContext(ctx, "single sign-on refused a person whose ID token and UserInfo carry no groups claim: check --oidc-groups-claim and the provider's scopes",
-				"oidc_groups_claim", s.oidc.opts.GroupsClaim)
-			return store.SSOIdentity{}, errGroupNotAllowed
+			refusal.missingClaim = s.oidc.opts.GroupsClaim
 		}
-		return store.SSOIdentity{}, &groupRefusal{issuer: issuer, subject: subject}
+		return store.SSOIdentity{}, refusal
 	}
 	role := store.RoleMember
 	if intersects(groups, s.oidc.opts.AdminGroups) {
@@ -207,16 +211,17 @@ func (s *server) identityFrom(ctx context.Context, issuer, subject string, claim
 	}
 	// An address the provider says it has not verified is not stored; one it does not say it
 	// verified is kept as contact, but never made a username.
-	email, _ := claims["email"].(string)
-	if validateEmail(email) != nil || unverified(claims["email_verified"]) {
+	emailClaim, emailVerified := c.email()
+	email, _ := emailClaim.(string)
+	if validateEmail(email) != nil || unverified(emailVerified) {
 		email = ""
 	}
 	verifiedEmail := ""
-	if verified(claims["email_verified"]) {
+	if verified(emailVerified) {
 		verifiedEmail = email
 	}
 	claimName := s.oidc.opts.usernameClaim()
-	preferred, _ := lookupClaim(claims, claimName).(string)
+	preferred, _ := c.get(claimName).(string)
 	if claimName == "email" {
 		preferred = verifiedEmail
 	}
@@ -228,7 +233,11 @@ func (s *server) identityFrom(ctx context.Context, issuer, subject string, claim
 	}
 	sum := sha256.Sum256([]byte(issuer + "\x00" + subject))
 	names = append(names, "user-"+hex.EncodeToString(sum[:4]))
-	return store.SSOIdentity{Issuer: issuer, Subject: subject, Email: email, Usernames: names, Role: role}, nil
+	id := store.SSOIdentity{Issuer: issuer, Subject: subject, Email: email, Usernames: names, Role: role}
+	if groupsClaim != nil {
+		id.GroupsClaim = s.oidc.opts.GroupsClaim
+	}
+	return id, nil
 }
 
 // unverified reports whether the provider says the address is not verified; some send the

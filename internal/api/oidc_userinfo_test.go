@@ -187,3 +187,31 @@ func mustFinishSSO(t *testing.T, srv *apitest.Server, f apitest.OIDCFlow) *http.
 	}
 	return c
 }
+
+// TestOIDC_ClaimsNotMixed: each claim the sign-in reads is resolved at its path in the ID
+// token, and in UserInfo only where the ID token lacks it. A UserInfo answer (asked for here
+// because the ID token lacks the e-mail) carrying a flat key literally named like the groups
+// path, "realm_access.roles", neither overrides nor shadows the ID token's nested roles.
+func TestOIDC_ClaimsNotMixed(t *testing.T) {
+	srv, p := newOIDCServer(t, func(o *api.Options) {
+		o.OIDC.GroupsClaim, o.OIDC.AllowedGroups, o.OIDC.AdminGroups = "realm_access.roles", []string{"user", "admin"}, []string{"admin"}
+	})
+	srv.MustClaim(t)
+	p.AddUser(oidctest.User{Subject: "sub-kim", PreferredUsername: "kim", Email: "kim@example.test",
+		ExtraClaims: map[string]any{"realm_access": map[string]any{"roles": []string{"user"}}}})
+	f := srv.MustStartOIDC(t, p, "sub-kim")
+	p.NextTokenOverride(func(c map[string]any) { delete(c, "email") })
+	p.NextUserInfoOverride(func(c map[string]any) { c["realm_access.roles"] = []string{"admin"} })
+	calls := p.UserInfoRequests()
+	resp := srv.MustDo(t, f.Request())
+	c := resp.Cookie("terdut_session")
+	if resp.Status != http.StatusSeeOther || c == nil {
+		t.Fatalf("got %d %s, want 303 with a session", resp.Status, resp.Body)
+	}
+	if got := mustMe(t, srv, c); got.Username != "kim" || got.Role != store.RoleMember {
+		t.Errorf("got %+v, want kim, a member, as the ID token's realm_access.roles says", got)
+	}
+	if n := p.UserInfoRequests() - calls; n != 1 {
+		t.Errorf("UserInfo requests: got %d, want 1", n)
+	}
+}

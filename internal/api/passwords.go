@@ -134,7 +134,7 @@ func (s *server) handlePasswordSet() http.Handler {
 				Message: "Machine users have no password; they act only through API keys."})
 			return
 		}
-		if target.OIDCSubject != "" {
+		if target.SSO() {
 			// A password would outlive the provider's group rules and role, checked only at SSO sign-in.
 			s.writeError(w, r, &apiError{Status: http.StatusForbidden, Code: "sso_user",
 				Message: "This account signs in with single sign-on; it cannot have a password."})

@@ -47,7 +47,7 @@ type Store interface {
 	SaveOIDCLogin(ctx context.Context, state string, l store.OIDCLogin, ttl time.Duration, gate store.Gate, limit int) (int, error)
 	TakeOIDCLogin(ctx context.Context, state string, gate store.Gate) (store.OIDCLogin, error)
 	SignInSSO(ctx context.Context, id store.SSOIdentity, ttl time.Duration, gate store.Gate) (store.SSOSignIn, error)
-	DeprovisionSSOUser(ctx context.Context, issuer, subject string) (store.Deprovisioned, error)
+	DeprovisionSSOUser(ctx context.Context, issuer, subject, missingGroupsClaim string) (store.Deprovisioned, error)
 	RenameSSOUser(ctx context.Context, id int64, issuer, subject, username string) (store.User, error)
 
 	Bootstrap(ctx context.Context) (store.BootstrapStatus, error)

@@ -25,7 +25,7 @@ type userJSON struct {
 
 func toUserJSON(u store.User) userJSON {
 	return userJSON{ID: u.ID, Username: u.Username, Email: u.Email, Role: string(u.Role),
-		Kind: string(u.Kind), SSO: u.OIDCSubject != "", CreatedAt: u.CreatedAt}
+		Kind: string(u.Kind), SSO: u.SSO(), CreatedAt: u.CreatedAt}
 }
 
 func (s *server) handleMe() http.Handler {

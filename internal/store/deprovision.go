@@ -22,15 +22,17 @@ type Deprovisioned struct {
 // The person's row is locked before anything is revoked (see lockUser): a key being created
 // for them meanwhile is revoked with the rest, and one asked for later with a credential of
 // theirs is refused.
-func (s *Store) DeprovisionSSOUser(ctx context.Context, issuer, subject string) (Deprovisioned, error) {
+func (s *Store) DeprovisionSSOUser(ctx context.Context, issuer, subject, missingGroupsClaim string) (Deprovisioned, error) {
 	var d Deprovisioned
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		err := tx.QueryRow(ctx, `
 			WITH old AS (
-				SELECT id, role FROM users WHERE oidc_issuer = $1 AND oidc_subject = $2 FOR UPDATE
+				SELECT id, role FROM users WHERE oidc_issuer = $1 AND oidc_subject = $2
+					AND ($3 = '' OR oidc_groups_claim = $3)
+				FOR UPDATE
 			)
 			UPDATE users u SET role = 'member' FROM old WHERE u.id = old.id
-			RETURNING u.id, old.role = 'admin'`, issuer, subject).Scan(&d.UserID, &d.WasAdmin)
+			RETURNING u.id, old.role = 'admin'`, issuer, subject, missingGroupsClaim).Scan(&d.UserID, &d.WasAdmin)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return ErrNotFound
 		}

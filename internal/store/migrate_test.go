@@ -266,6 +266,39 @@ func TestMigrate_Backfill(t *testing.T) {
 		}
 	})
 
+	t.Run("EmptySubjectDisarmed", func(t *testing.T) {
+		// Sign-ins without a subject made one shared account; the upgrade disarms it and puts it
+		// out of any sign-in's reach, and leaves everyone else alone.
+		st := upgrade(t,
+			`INSERT INTO users (username, role, oidc_issuer, oidc_subject)
+			 VALUES ('shared', 'admin', 'https://idp.example.test', ''),
+			        ('ada', 'admin', 'https://idp.example.test', 'sub-ada')`,
+			`INSERT INTO api_keys (user_id, name, key_hash) SELECT id, 'k', sha256(username::bytea) FROM users`,
+			`INSERT INTO sessions (user_id, token_hash, expires_at)
+			 SELECT id, sha256(('s' || username)::bytea), now() + interval '1 hour' FROM users`)
+		var role, subject string
+		if err := st.Pool().QueryRow(ctx, `SELECT role, oidc_subject FROM users WHERE username = 'shared'`).Scan(&role, &subject); err != nil {
+			t.Fatal(err)
+		}
+		if role != "member" || len(subject) <= 255 {
+			t.Errorf("the shared account: got role %s and a subject of %d characters, want a member and over 255", role, len(subject))
+		}
+		for _, q := range []string{
+			`SELECT count(*) FROM api_keys k JOIN users u ON u.id = k.user_id WHERE k.revoked_at IS NULL AND u.username = $1`,
+			`SELECT count(*) FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.revoked_at IS NULL AND u.username = $1`,
+		} {
+			if n := mustCount(t, st, q, "shared"); n != 0 {
+				t.Errorf("%s for the shared account: got %d, want 0", q, n)
+			}
+			if n := mustCount(t, st, q, "ada"); n != 1 {
+				t.Errorf("%s for ada: got %d, want 1", q, n)
+			}
+		}
+		if n := mustCount(t, st, `SELECT count(*) FROM users WHERE username = 'ada' AND role = 'admin'`); n != 1 {
+			t.Errorf("ada: got %d admins, want 1", n)
+		}
+	})
+
 	t.Run("HumanNamedLikePrincipalNotAdopted", func(t *testing.T) {
 		st := upgrade(t, `INSERT INTO users (username, email, role, kind, password_hash)
 			VALUES ('terdut-operator-bootstrap', 'someone@example.test', 'member', 'human', 'x')`)
@@ -312,6 +345,22 @@ func TestSchema_Constraints(t *testing.T) {
 		}
 		if n := mustCount(t, st, `SELECT count(*) FROM bootstrap_state`); n != 1 {
 			t.Fatalf("rows: got %d, want 1", n)
+		}
+	})
+
+	t.Run("SSOIdentityNotEmpty", func(t *testing.T) {
+		st := mustStore(t)
+		mustClaim(t, st)
+		for _, sql := range []string{
+			`INSERT INTO users (username, oidc_issuer, oidc_subject) VALUES ('a', 'https://idp.example.test', '')`,
+			`INSERT INTO users (username, oidc_issuer, oidc_subject) VALUES ('b', '', 'sub-b')`,
+		} {
+			if _, err := st.Pool().Exec(ctx, sql); err == nil {
+				t.Errorf("%s: got nil, want an error", sql)
+			}
+		}
+		if n := mustCount(t, st, `SELECT count(*) FROM users WHERE oidc_issuer IS NOT NULL`); n != 0 {
+			t.Fatalf("single sign-on users: got %d, want 0", n)
 		}
 	})
 

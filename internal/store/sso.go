@@ -20,6 +20,10 @@ type SSOIdentity struct {
 	// are taken the first gets a numeric suffix.
 	Usernames []string
 	Role      Role
+	// GroupsClaim is the name of the groups claim this sign-in carried, "" when it carried
+	// none. It is remembered on the person (see DeprovisionSSOUser): a later sign-in without
+	// it is then a removal from every group, not a configuration problem.
+	GroupsClaim string
 }
 
 // maxUsernameSuffix bounds the search for a free username for a new SSO user.
@@ -59,9 +63,11 @@ func (s *Store) SignInSSO(ctx context.Context, id SSOIdentity, ttl time.Duration
 		batch.Queue(`WITH old AS (
 				SELECT id, role FROM users WHERE oidc_issuer = $1 AND oidc_subject = $2 FOR NO KEY UPDATE
 			)
-			UPDATE users u SET email = $3, role = $4, last_sso_at = now() FROM old WHERE u.id = old.id
+			UPDATE users u SET email = $3, role = $4, last_sso_at = now(),
+				oidc_groups_claim = coalesce(nullif($5, ''), u.oidc_groups_claim)
+			FROM old WHERE u.id = old.id
 			RETURNING `+userColumns+`, old.role`,
-			id.Issuer, id.Subject, id.Email, id.Role).
+			id.Issuer, id.Subject, id.Email, id.Role, id.GroupsClaim).
 			QueryRow(func(row pgx.Row) error { u, err = scanUser(row, &previous); return nil })
 		if berr := tx.SendBatch(ctx, batch).Close(); berr != nil {
 			return wrap(berr, "find SSO user")
@@ -102,10 +108,10 @@ func createSSOUser(ctx context.Context, tx pgx.Tx, id SSOIdentity) (u User, crea
 			continue
 		}
 		u, err = scanUser(tx.QueryRow(ctx, `
-			INSERT INTO users AS u (username, email, role, kind, oidc_issuer, oidc_subject, last_sso_at)
-			VALUES ($1, $2, $3, 'human', $4, $5, now())
+			INSERT INTO users AS u (username, email, role, kind, oidc_issuer, oidc_subject, last_sso_at, oidc_groups_claim)
+			VALUES ($1, $2, $3, 'human', $4, $5, now(), nullif($6, ''))
 			ON CONFLICT DO NOTHING
-			RETURNING `+userColumns, name, id.Email, id.Role, id.Issuer, id.Subject))
+			RETURNING `+userColumns, name, id.Email, id.Role, id.Issuer, id.Subject, id.GroupsClaim))
 		if !errors.Is(err, ErrNotFound) {
 			return u, err == nil, err
 		}

@@ -41,6 +41,10 @@ type User struct {
 	CreatedAt   time.Time
 }
 
+// SSO reports whether the user signs in through single sign-on: whether they have an issuer.
+// The database holds an issuer and a subject together, neither empty (migration 00012).
+func (u User) SSO() bool { return u.OIDCIssuer != "" }
+
 // NewUser is what CreateUser needs.
 type NewUser struct {
 	Username string

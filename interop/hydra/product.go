@@ -19,9 +19,13 @@ func (p *Provider) OIDC() api.OIDCOptions {
 // the consent app puts their claims in the ID token.
 type Product struct{ *Provider }
 
-// SetPerson has the consent app grant the person's claims in session.id_token.
+// SetPerson has the consent app grant the person's claims in session.id_token. A person in no
+// group gets no groups claim, as Dex, Okta, Entra ID, Keycloak and Zitadel omit an empty one.
 func (p Product) SetPerson(tb testing.TB, person suite.Person) {
-	claims := map[string]any{"email": person.Email, "email_verified": person.EmailVerified, "groups": person.Groups}
+	claims := map[string]any{"email": person.Email, "email_verified": person.EmailVerified}
+	if len(person.Groups) > 0 {
+		claims["groups"] = person.Groups
+	}
 	if person.Username != "" {
 		claims["preferred_username"] = person.Username
 	}

@@ -1,7 +1,9 @@
 package suite
 
 import (
+	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/terdut-server/terdut-server/internal/apitest"
@@ -20,6 +22,7 @@ func Run(t *testing.T, p Product, login func(name string) string) {
 		groups(t, p, person("ana", Users, Admins), person("ben", Users), person("cy", Contractors))
 	})
 	t.Run("GroupsChange", func(t *testing.T) { groupsChange(t, p, person("dee", Users, Admins)) })
+	t.Run("GroupsDropped", func(t *testing.T) { groupsDropped(t, p, person("gus", Users, Admins), person("nell")) })
 	t.Run("Renamed", func(t *testing.T) { renamed(t, p, person("rita", Users)) })
 	t.Run("SecondSignIn", func(t *testing.T) { secondSignIn(t, p, person("sam", Users)) })
 	t.Run("Email", func(t *testing.T) {
@@ -115,6 +118,56 @@ func groupsChange(t *testing.T, p Product, who Person) {
 	}
 	if resp := srv.Gated.MustDo(t, apitest.Request{Method: http.MethodGet, Path: "/api/me", Cookie: c}); resp.Status != http.StatusUnauthorized {
 		t.Errorf("their session after the refusal: got %d %s, want 401", resp.Status, resp.Body)
+	}
+}
+
+// groupsDropped: a person dropped from every group signs in with no groups claim at all (the
+// products omit an empty one): having had it, they are refused and disarmed, as for any group
+// not allowed: no longer an admin, their session and key answer 401. A person who never had
+// one is refused too, and the log warns about the configuration instead.
+func groupsDropped(t *testing.T, p Product, who, never Person) {
+	srv := NewServers(t, p, nil)
+	srv.Gated.MustClaim(t)
+	p.SetPerson(t, who)
+	p.SetPerson(t, never)
+	first, c := MustSignIn(t, srv.Gated, p, who.Login)
+	if first.Role != store.RoleAdmin {
+		t.Fatalf("first sign-in: got %+v, want an admin", first)
+	}
+	resp := srv.Gated.MustDo(t, apitest.Request{Method: http.MethodPost, Path: fmt.Sprintf("/api/users/%d/api-keys", first.ID),
+		Cookie: c, Body: map[string]string{"name": "laptop"}})
+	var key struct{ Key string }
+	if resp.Status != http.StatusCreated {
+		t.Fatalf("their key: got %d %s, want 201", resp.Status, resp.Body)
+	}
+	resp.JSON(t, &key)
+
+	who.Groups = nil
+	p.SetPerson(t, who)
+	if resp := SignIn(t, srv.Gated, p, who.Login); resp.Status != http.StatusForbidden || resp.Code() != "group_not_allowed" {
+		t.Errorf("out of every group: got %d %s, want 403 group_not_allowed", resp.Status, resp.Body)
+	}
+	if resp := srv.Gated.MustDo(t, apitest.Request{Method: http.MethodGet, Path: "/api/me", Cookie: c}); resp.Status != http.StatusUnauthorized {
+		t.Errorf("their session after the refusal: got %d %s, want 401", resp.Status, resp.Body)
+	}
+	if resp := srv.Gated.MustDo(t, apitest.Request{Method: http.MethodGet, Path: "/api/me", Bearer: key.Key}); resp.Status != http.StatusUnauthorized {
+		t.Errorf("their key after the refusal: got %d %s, want 401", resp.Status, resp.Body)
+	}
+	if n := Count(t, srv.Gated, `SELECT count(*) FROM users WHERE id = $1 AND role = 'member'`, first.ID); n != 1 {
+		t.Errorf("after the refusal: got %d members with their id, want 1", n)
+	}
+	if logs := srv.Gated.Logs.String(); strings.Contains(logs, "check --oidc-groups-claim") {
+		t.Errorf("log after the refusal warns about the configuration: %s", logs)
+	}
+
+	if resp := SignIn(t, srv.Gated, p, never.Login); resp.Status != http.StatusForbidden || resp.Code() != "group_not_allowed" {
+		t.Errorf("%s, never in a group: got %d %s, want 403 group_not_allowed", never.Username, resp.Status, resp.Body)
+	}
+	if logs := srv.Gated.Logs.String(); !strings.Contains(logs, "check --oidc-groups-claim") || !strings.Contains(logs, `"oidc_groups_claim":"groups"`) {
+		t.Errorf("log after %s's refusal: got %s, want the configuration warning", never.Username, logs)
+	}
+	if n := Count(t, srv.Gated, `SELECT count(*) FROM users WHERE username = $1`, never.Username); n != 0 {
+		t.Errorf("users named %s: got %d, want 0", never.Username, n)
 	}
 }
 
