@@ -23,42 +23,42 @@ import (
 // Config is every setting of terdut-server. Each is a flag and a TERDUT_* variable of the same
 // name (--database-url is TERDUT_DATABASE_URL); a flag wins over the variable.
 type Config struct {
-	Listen              string
-	OperatorListen      string // empty: Listen serves the operator's endpoints too
-	TLSCertFile         string // empty: plain http
-	TLSKeyFile          string
-	DatabaseURL         string
-	PublicURL           *url.URL
-	BootstrapGate       bool
-	OperatorTokenFile   string
-	OperatorOIDC        OperatorOIDCConfig
-	ResetMax            int
-	ResetWindow         time.Duration
-	PasswordLogin       bool
-	LoginLimitMax       int
-	LoginLimitWindow    time.Duration
-	PasswordCost        int
-	LoginRatePerIP      int
-	TrustedProxies      []netip.Prefix
-	SessionTTL          time.Duration
-	OIDCIssuer          string
-	OIDCClientID        string
-	OIDCClientSecret    string
-	OIDCScopes          []string
-	OIDCUsernameClaim   string
-	OIDCGroupsClaim     string
-	OIDCAllowedGroups   []string
-	OIDCAdminGroups     []string
-	OIDCEndpointOrigins []string
-	OIDCPendingLimit    int
-	APIKeysPerUser      int
-	SSOAPIKeyMaxTTL     time.Duration
-	SSOKeySignIn        time.Duration
-	SweepInterval       time.Duration
-	AuditRetention      time.Duration
-	AccessLog           bool
-	LogLevel            slog.Level
-	ShutdownTimeout     time.Duration
+	Listen            string
+	OperatorListen    string // empty: Listen serves the operator's endpoints too
+	TLSCertFile       string // empty: plain http
+	TLSKeyFile        string
+	DatabaseURL       string
+	PublicURL         *url.URL
+	BootstrapGate     bool
+	OperatorTokenFile string
+	OperatorOIDC      OperatorOIDCConfig
+	ResetMax          int
+	ResetWindow       time.Duration
+	PasswordLogin     bool
+	LoginLimitMax     int
+	LoginLimitWindow  time.Duration
+	PasswordCost      int
+	LoginRatePerIP    int
+	TrustedProxies    []netip.Prefix
+	SessionTTL        time.Duration
+	OIDCIssuer        string
+	OIDCClientID      string
+	OIDCClientSecret  string
+	OIDCScopes        []string
+	OIDCUsernameClaim string
+	OIDCGroupsClaim   string
+	OIDCAllowedGroups []string
+	OIDCAdminGroups   []string
+	OIDCOrigins       []string
+	OIDCPendingLimit  int
+	APIKeysPerUser    int
+	SSOAPIKeyMaxTTL   time.Duration
+	SSOKeySignIn      time.Duration
+	SweepInterval     time.Duration
+	AuditRetention    time.Duration
+	AccessLog         bool
+	LogLevel          slog.Level
+	ShutdownTimeout   time.Duration
 }
 
 // parseConfig fills a Config from args and the environment and validates it once, with
@@ -122,7 +122,7 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 		return Config{}, err
 	}
 	c.OIDCScopes, c.OIDCAllowedGroups, c.OIDCAdminGroups = splitList(scopes), splitList(allowed), splitList(admins)
-	c.OIDCEndpointOrigins = splitList(origins)
+	c.OIDCOrigins = splitList(origins)
 	if c.TrustedProxies, err = parsePrefixes(proxies); err != nil {
 		return Config{}, err
 	}
@@ -200,7 +200,7 @@ func (c Config) validate() error {
 				problems = append(problems, fmt.Sprintf("--oidc-scopes: %q is not a scope: use letters, digits and punctuation, no spaces or quotes", s))
 			}
 		}
-		for _, o := range c.OIDCEndpointOrigins {
+		for _, o := range c.OIDCOrigins {
 			if err := checkOrigin(o); err != nil {
 				problems = append(problems, fmt.Sprintf("--oidc-endpoint-origins: %q %v", o, err))
 			}

@@ -102,7 +102,7 @@ func TestParseConfig(t *testing.T) {
 			"--oidc-endpoint-origins", "https://idp-public.example, http://127.0.0.1:4444"},
 			want: func(c *Config, _ *string) {
 				c.OIDCIssuer, c.OIDCClientID, c.OIDCClientSecret = "https://idp.example/realms/x", "terdut", "client-secret-from-file"
-				c.OIDCEndpointOrigins = []string{"https://idp-public.example", "http://127.0.0.1:4444"}
+				c.OIDCOrigins = []string{"https://idp-public.example", "http://127.0.0.1:4444"}
 				c.OIDCGroupsClaim, c.OIDCAllowedGroups, c.OIDCAdminGroups = "roles", []string{"oncall", "sre"}, []string{"sre"}
 			}},
 		{name: "OperatorOIDCFlags", args: []string{"--database-url", testDB,
