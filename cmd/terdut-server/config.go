@@ -49,6 +49,7 @@ type Config struct {
 	OIDCGroupsClaim   string
 	OIDCAllowedGroups []string
 	OIDCAdminGroups   []string
+	OIDCOrigins       []string
 	OIDCPendingLimit  int
 	APIKeysPerUser    int
 	SSOAPIKeyMaxTTL   time.Duration
@@ -66,7 +67,7 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var c Config
-	var publicURL, dbURLFile, secretFile, scopes, allowed, admins, logLevel, proxies string
+	var publicURL, dbURLFile, secretFile, scopes, allowed, admins, origins, logLevel, proxies string
 	fs.StringVar(&c.Listen, "listen", ":8080", "address to listen on")
 	fs.StringVar(&c.OperatorListen, "operator-listen", "", "address of a second listener for the operator's endpoints alone (the claim, its status and the reset), which --listen then answers 404, such as :8081; empty: --listen serves them")
 	fs.StringVar(&c.TLSCertFile, "tls-cert-file", "", "PEM certificate chain that both listeners serve https with, re-read when it changes (such as a cert-manager Secret's tls.crt); empty: plain http")
@@ -94,6 +95,7 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 	fs.StringVar(&c.OIDCGroupsClaim, "oidc-groups-claim", "groups", "claim that lists a person's groups, or a dotted path such as realm_access.roles")
 	fs.StringVar(&allowed, "oidc-allowed-groups", "", "comma-separated groups allowed to sign in; empty: anyone the provider authenticates")
 	fs.StringVar(&admins, "oidc-admin-groups", "", "comma-separated groups whose members are admins")
+	fs.StringVar(&origins, "oidc-endpoint-origins", "", "comma-separated origins (https://host[:port]) besides --oidc-issuer's where the provider's discovery may name its token endpoint, JWKS and UserInfo; empty: the issuer's origin alone")
 	fs.IntVar(&c.OIDCPendingLimit, "oidc-pending-limit", 10000, "single sign-ons in progress kept at once, across replicas; past it the oldest are ended")
 	fs.IntVar(&c.APIKeysPerUser, "api-keys-per-user", 100, "live API keys one user may hold")
 	fs.DurationVar(&c.SSOAPIKeyMaxTTL, "sso-api-key-max-ttl", 2160*time.Hour, "longest life of an API key of a single sign-on person, from their last single sign-on")
@@ -120,6 +122,7 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 		return Config{}, err
 	}
 	c.OIDCScopes, c.OIDCAllowedGroups, c.OIDCAdminGroups = splitList(scopes), splitList(allowed), splitList(admins)
+	c.OIDCOrigins = splitList(origins)
 	if c.TrustedProxies, err = parsePrefixes(proxies); err != nil {
 		return Config{}, err
 	}
@@ -195,6 +198,11 @@ func (c Config) validate() error {
 		for _, s := range c.OIDCScopes {
 			if !scopePattern.MatchString(s) {
 				problems = append(problems, fmt.Sprintf("--oidc-scopes: %q is not a scope: use letters, digits and punctuation, no spaces or quotes", s))
+			}
+		}
+		for _, o := range c.OIDCOrigins {
+			if err := checkOrigin(o); err != nil {
+				problems = append(problems, fmt.Sprintf("--oidc-endpoint-origins: %q %v", o, err))
 			}
 		}
 		if c.OIDCUsernameClaim == "" {
@@ -273,6 +281,21 @@ func parsePrefixes(s string) ([]netip.Prefix, error) {
 		out = append(out, prefix.Masked())
 	}
 	return out, nil
+}
+
+// checkOrigin says what is wrong with an origin of --oidc-endpoint-origins, or nil: it is
+// scheme://host[:port] alone, https or http to a loopback address, since the server sends
+// the client secret there and takes keys from there.
+func checkOrigin(origin string) error {
+	u, err := url.Parse(origin)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil ||
+		(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
+		return errors.New("is not an origin: give scheme://host[:port] alone, such as https://idp.example.com")
+	}
+	if !opjwt.SecureOrLoopback(u) {
+		return errors.New("is plain http off loopback: use https (plain http only to a loopback address such as 127.0.0.1)")
+	}
+	return nil
 }
 
 // scopePattern is an OAuth 2.0 scope token (RFC 6749, section 3.3).

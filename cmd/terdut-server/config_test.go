@@ -98,9 +98,11 @@ func TestParseConfig(t *testing.T) {
 			want: func(c *Config, _ *string) { c.DatabaseURL = testFailoverDB }},
 		{name: "OIDCSecretFile", args: []string{"--database-url", testDB, "--oidc-issuer", "https://idp.example/realms/x",
 			"--oidc-client-id", "terdut", "--oidc-client-secret-file", secretFile, "--oidc-groups-claim", "roles",
-			"--oidc-allowed-groups", " oncall, sre ,,", "--oidc-admin-groups", "sre"},
+			"--oidc-allowed-groups", " oncall, sre ,,", "--oidc-admin-groups", "sre",
+			"--oidc-endpoint-origins", "https://idp-public.example, http://127.0.0.1:4444"},
 			want: func(c *Config, _ *string) {
 				c.OIDCIssuer, c.OIDCClientID, c.OIDCClientSecret = "https://idp.example/realms/x", "terdut", "client-secret-from-file"
+				c.OIDCOrigins = []string{"https://idp-public.example", "http://127.0.0.1:4444"}
 				c.OIDCGroupsClaim, c.OIDCAllowedGroups, c.OIDCAdminGroups = "roles", []string{"oncall", "sre"}, []string{"sre"}
 			}},
 		{name: "OperatorOIDCFlags", args: []string{"--database-url", testDB,
@@ -230,6 +232,9 @@ func TestParseConfig_Invalid(t *testing.T) {
 			want: []string{`--oidc-issuer "http://idp.example": use https`}},
 		{name: "ErrOIDCIssuerHTTPLocalhostName", args: []string{"--oidc-issuer", "http://localhost:5556"}, env: oidc,
 			want: []string{`--oidc-issuer "http://localhost:5556": use https`}},
+		{name: "ErrOIDCEndpointOrigins", args: []string{"--oidc-endpoint-origins", "http://idp.example,https://idp.example/path,http://127.0.0.1:4444"}, env: oidc,
+			want: []string{`--oidc-endpoint-origins: "http://idp.example" is plain http off loopback`,
+				`--oidc-endpoint-origins: "https://idp.example/path" is not an origin`}},
 		{name: "ErrOIDCIssuerScheme", args: []string{"--oidc-issuer", "ftp://idp.example"}, env: oidc,
 			want: []string{`--oidc-issuer "ftp://idp.example"`, "absolute URL"}},
 		{name: "ErrOIDCIssuerQuery", args: []string{"--oidc-issuer", "https://idp.example/?realm=x"}, env: oidc,

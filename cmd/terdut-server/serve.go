@@ -72,7 +72,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	opts.LoginRatePerAddress, opts.TrustedProxies = cfg.LoginRatePerIP, cfg.TrustedProxies
 	if cfg.OIDCIssuer != "" {
 		opts.OIDC = &api.OIDCOptions{Issuer: cfg.OIDCIssuer, ClientID: cfg.OIDCClientID, ClientSecret: cfg.OIDCClientSecret,
-			Scopes: cfg.OIDCScopes, UsernameClaim: cfg.OIDCUsernameClaim,
+			Scopes: cfg.OIDCScopes, UsernameClaim: cfg.OIDCUsernameClaim, EndpointOrigins: cfg.OIDCOrigins,
 			GroupsClaim: cfg.OIDCGroupsClaim, AllowedGroups: cfg.OIDCAllowedGroups, AdminGroups: cfg.OIDCAdminGroups}
 	}
 	var people, operator http.Handler

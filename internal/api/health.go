@@ -14,15 +14,19 @@ func handleHealthz() http.Handler {
 }
 
 // handleReadyz is readiness: the database answers, its schema is the one this binary ships,
-// and single sign-on, when on, is not known to be misconfigured (a provider that is merely
-// down, slow or hung does not count: sign-ins retry it). It never waits for the provider: it
-// reads what the last discovery found, and while that was a wrong issuer it starts another
-// in the background (no sooner than the retry delay), so readiness recovers once the
-// provider is fixed. It does not depend on the claim state.
+// and single sign-on, when on, is not known to have a wrong issuer. A discovery document
+// naming endpoints single sign-on will not use is reported in "sso" but keeps the server
+// ready, and a provider that is merely down, slow or hung does not count: sign-ins retry it.
+// It never waits for the provider: it reads what the last discovery found, and while that was
+// a misconfiguration it starts another in the background (no sooner than the retry delay),
+// so readiness recovers once the provider is fixed. It does not depend on the claim state.
 func (s *server) handleReadyz() http.Handler {
 	type response struct {
 		Status string `json:"status"`
 		Reason string `json:"reason,omitempty"`
+		// SSO is why single sign-on is misconfigured, when it is; it fails readiness only
+		// for a wrong --oidc-issuer.
+		SSO string `json:"sso,omitempty"`
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
@@ -35,13 +39,17 @@ func (s *server) handleReadyz() http.Handler {
 			writeJSON(w, http.StatusServiceUnavailable, response{Status: "unavailable", Reason: "database schema is not current"})
 			return
 		}
+		resp := response{Status: "ok"}
 		if s.oidc != nil {
 			s.oidc.recheck()
 			if e := s.oidc.misconfiguration(); e != nil {
-				writeJSON(w, http.StatusServiceUnavailable, response{Status: "unavailable", Reason: e.Message})
-				return
+				resp.SSO = e.Message
+				if s.oidc.failsReadiness() {
+					writeJSON(w, http.StatusServiceUnavailable, response{Status: "unavailable", Reason: e.Message, SSO: e.Message})
+					return
+				}
 			}
 		}
-		writeJSON(w, http.StatusOK, response{Status: "ok"})
+		writeJSON(w, http.StatusOK, resp)
 	})
 }

@@ -34,6 +34,10 @@ type OIDCOptions struct {
 	GroupsClaim   string
 	AllowedGroups []string // empty: anyone the provider authenticates
 	AdminGroups   []string // members of any of these are admins
+	// EndpointOrigins are origins (scheme://host[:port]) besides the issuer's where the
+	// discovery document may name the token endpoint, the JWKS and UserInfo; each https, or
+	// http to a loopback address. Empty: the issuer's origin alone.
+	EndpointOrigins []string
 	// Timeout bounds each request to the provider and one whole discovery; zero: 10s.
 	Timeout time.Duration
 }
@@ -97,8 +101,11 @@ type discovery struct {
 	oauth    *oauth2.Config
 	provider *oidc.Provider
 	verifier *oidc.IDTokenVerifier
-	err      error     // why it failed; nil with a provider
-	at       time.Time // when it ended
+	err      error // why it failed; nil with a provider
+	// keepReady marks a misconfiguration that readiness reports without failing (see
+	// endpointRefusal).
+	keepReady bool
+	at        time.Time // when it ended
 }
 
 func newOIDCClient(opts OIDCOptions, redirectURL string, log *slog.Logger) *oidcClient {
@@ -106,8 +113,8 @@ func newOIDCClient(opts OIDCOptions, redirectURL string, log *slog.Logger) *oidc
 	if timeout <= 0 {
 		timeout = defaultOIDCTimeout
 	}
-	return &oidcClient{opts: opts, redirectURL: redirectURL, httpClient: &http.Client{Timeout: timeout},
-		timeout: timeout, log: log}
+	return &oidcClient{opts: opts, redirectURL: redirectURL,
+		httpClient: &http.Client{Timeout: timeout, CheckRedirect: refuseRedirect}, timeout: timeout, log: log}
 }
 
 // errProviderUnavailable is logged by the discovery that found it (see logOutcome), not by
@@ -187,6 +194,7 @@ func (c *oidcClient) runDiscovery(done chan struct{}) {
 		d.verifier = p.Verifier(&oidc.Config{ClientID: c.opts.ClientID})
 	case errors.As(err, &ae) && ae.Code == "sso_misconfigured":
 		d.err = ae
+		d.keepReady = errors.As(err, new(*endpointRefusal))
 	default:
 		d.err = fmt.Errorf("%w: discover %s: %w", errProviderUnavailable, c.opts.Issuer, err)
 	}
@@ -222,17 +230,30 @@ func (c *oidcClient) logOutcome(prev, d *discovery) {
 	case "ok":
 		c.log.Info("single sign-on provider discovered", "issuer", c.opts.Issuer)
 	case "misconfigured":
-		c.log.Error("single sign-on is misconfigured: fix --oidc-issuer", "err", d.err.Error())
+		c.log.Error("single sign-on is misconfigured", "err", d.err.Error())
 	default:
 		c.log.Warn("single sign-on provider unreachable; sign-ins answer 503 and retry it", "issuer", c.opts.Issuer, "err", d.err)
 	}
 }
 
-// discover reads the provider's discovery document. An issuer in it that differs from the
+// discover reads the provider's discovery document and holds its endpoints to where they may
+// be (see checkEndpoints).
+func (c *oidcClient) discover(ctx context.Context) (*oidc.Provider, error) {
+	p, err := c.discoverIssuer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.opts.checkEndpoints(p); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// discoverIssuer reads the provider's discovery document. An issuer in it that differs from the
 // configured one only by a trailing slash is accepted, and is then the issuer ID tokens must
 // carry; any other difference is errIssuerMismatch. The provider does not keep ctx: it
 // fetches keys later with the HTTP client alone, whose timeout bounds each fetch.
-func (c *oidcClient) discover(ctx context.Context) (*oidc.Provider, error) {
+func (c *oidcClient) discoverIssuer(ctx context.Context) (*oidc.Provider, error) {
 	pctx := oidc.ClientContext(ctx, c.httpClient)
 	p, err := oidc.NewProvider(pctx, c.opts.Issuer)
 	var mismatch *oidc.IssuerMismatchError
@@ -254,6 +275,13 @@ func (c *oidcClient) misconfiguration() *apiError {
 		return ae
 	}
 	return nil
+}
+
+// failsReadiness reports whether the last discovery found a misconfiguration that makes the
+// server unready: a wrong --oidc-issuer, not a refused endpoint (see endpointRefusal).
+func (c *oidcClient) failsReadiness() bool {
+	d := c.state.Load()
+	return c.misconfiguration() != nil && !d.keepReady
 }
 
 // recheck starts a discovery, without waiting for it, when the last one found the issuer

@@ -1,8 +1,10 @@
 package api_test
 
 import (
+	"encoding/json"
 	"net"
 	"net/http"
+	"net/url"
 	"testing"
 
 	"github.com/terdut-server/terdut-server/internal/api"
@@ -28,7 +30,26 @@ func newUserInfoServer(t *testing.T, setup func(p *oidctest.Provider), mutate fu
 	if setup != nil {
 		setup(p)
 	}
-	srv := newReplicas(t, pgtest.MustDatabase(t), 1, p, mutate)[0]
+	// A UserInfo that setup moved elsewhere is on an origin the administrator names.
+	var doc struct {
+		UserInfo string `json:"userinfo_endpoint"`
+	}
+	resp, err := http.Get(p.URL() + "/.well-known/openid-configuration")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
+		t.Fatal(err)
+	}
+	srv := newReplicas(t, pgtest.MustDatabase(t), 1, p, func(o *api.Options) {
+		if u, err := url.Parse(doc.UserInfo); err == nil && u.Host != "" {
+			o.OIDC.EndpointOrigins = []string{u.Scheme + "://" + u.Host}
+		}
+		if mutate != nil {
+			mutate(o)
+		}
+	})[0]
 	srv.MustClaim(t)
 	return srv, p
 }

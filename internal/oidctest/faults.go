@@ -7,6 +7,7 @@ type faults struct {
 	foreignKey       bool
 	userInfoStatus   int
 	userInfoOverride func(claims map[string]any)
+	tokenRedirect    string
 }
 
 // authorizeError is an error response for the authorization endpoint.
@@ -96,4 +97,35 @@ func (p *Provider) takeUserInfoFaults() (status int, override func(claims map[st
 	status, override = p.faults.userInfoStatus, p.faults.userInfoOverride
 	p.faults.userInfoStatus, p.faults.userInfoOverride = 0, nil
 	return status, override
+}
+
+// SetEndpoint makes the discovery document name u as field (token_endpoint, jwks_uri,
+// userinfo_endpoint, authorization_endpoint), as a provider whose discovery names endpoints
+// elsewhere than its issuer: behind a proxy that drops the scheme, or moved. The provider
+// still serves its own endpoints; whatever is at u answers requests sent there.
+func (p *Provider) SetEndpoint(field, u string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.endpoints == nil {
+		p.endpoints = map[string]string{}
+	}
+	p.endpoints[field] = u
+}
+
+// NextTokenRedirect makes the next token request answer 307 Temporary Redirect to location,
+// which keeps the method and the body (the code, the PKCE verifier, a client_secret_post
+// secret): as a token endpoint whose server sends https callers to somewhere else.
+func (p *Provider) NextTokenRedirect(location string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.faults.tokenRedirect = location
+}
+
+// takeTokenRedirect returns and disarms the redirect armed by NextTokenRedirect, or "".
+func (p *Provider) takeTokenRedirect() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	to := p.faults.tokenRedirect
+	p.faults.tokenRedirect = ""
+	return to
 }

@@ -41,6 +41,9 @@ func (p *Provider) handleDiscovery(w http.ResponseWriter, _ *http.Request) {
 	default:
 		doc["userinfo_endpoint"] = *p.userInfoURL
 	}
+	for field, u := range p.endpoints {
+		doc[field] = u
+	}
 	p.mu.Unlock()
 	writeJSON(w, http.StatusOK, doc)
 }

@@ -76,6 +76,7 @@ type Provider struct {
 	groupsClaim  string
 	userInfoOnly bool
 	userInfoURL  *string                // nil: its own /userinfo; "": none in discovery
+	endpoints    map[string]string      // discovery fields named elsewhere than on this server
 	refuseTokens bool                   // UserInfo answers 401 invalid_token to every access token
 	grants       map[string]grant       // pending authorization codes
 	accessTokens map[string]accessGrant // access tokens UserInfo answers for

@@ -24,6 +24,10 @@ type tokenResponse struct {
 // handleToken redeems an authorization code for an access token and ID token.
 func (p *Provider) handleToken(w http.ResponseWriter, r *http.Request) {
 	p.tokenRequests.Add(1)
+	if to := p.takeTokenRedirect(); to != "" {
+		http.Redirect(w, r, to, http.StatusTemporaryRedirect)
+		return
+	}
 	if err := r.ParseForm(); err != nil {
 		tokenError(w, http.StatusBadRequest, "invalid_request", err.Error())
 		return

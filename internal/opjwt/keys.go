@@ -247,7 +247,7 @@ func (ks *keySet) discover(ctx context.Context, auth bearer) (string, error) {
 		return "", fmt.Errorf("the discovery document's jwks_uri %q is not an absolute URL", logcap.String(doc.JWKSURI))
 	}
 	issuer, _ := url.Parse(ks.cfg.Issuer) // checked by New
-	if sameOrigin(issuer, u) {
+	if SameOrigin(issuer, u) {
 		return u.String(), nil
 	}
 	onIssuer := &url.URL{Scheme: issuer.Scheme, Host: issuer.Host, Path: u.Path, RawPath: u.RawPath, RawQuery: u.RawQuery}
@@ -256,8 +256,9 @@ func (ks *keySet) discover(ctx context.Context, auth bearer) (string, error) {
 	return onIssuer.String(), nil
 }
 
-// sameOrigin reports whether a and b have the same scheme, host and port.
-func sameOrigin(a, b *url.URL) bool {
+// SameOrigin reports whether a and b have the same scheme, host and port (a missing port is
+// the scheme's).
+func SameOrigin(a, b *url.URL) bool {
 	return a.Scheme == b.Scheme && strings.EqualFold(a.Hostname(), b.Hostname()) && defaultPort(a) == defaultPort(b)
 }
 
@@ -308,7 +309,7 @@ func (ks *keySet) mayAuthenticate(target *url.URL) bool {
 		return false
 	}
 	issuer, err := url.Parse(ks.cfg.Issuer)
-	return err == nil && issuer.Scheme == "https" && sameOrigin(issuer, target)
+	return err == nil && issuer.Scheme == "https" && SameOrigin(issuer, target)
 }
 
 // defaultPort is u's port, or its scheme's when it names none.

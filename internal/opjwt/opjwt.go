@@ -124,15 +124,16 @@ func CheckIssuer(issuer string) error {
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
 		return errors.New("give the absolute URL that the tokens name in iss (such as https://kubernetes.default.svc.cluster.local), without credentials, query or fragment")
 	}
-	if !secureOrLoopback(u) {
+	if !SecureOrLoopback(u) {
 		return errors.New("use https; plain http is accepted only on a loopback address (such as 127.0.0.1), since the issuer's keys decide who owns the install")
 	}
 	return nil
 }
 
-// secureOrLoopback reports whether keys read from u cannot be changed on the way: https, or
-// http to a literal loopback address (a name such as localhost is resolved, possibly by DNS).
-func secureOrLoopback(u *url.URL) bool {
+// SecureOrLoopback reports whether what is read from or sent to u cannot be read or changed on
+// the way: https, or http to a literal loopback address (a name such as localhost is resolved,
+// possibly by DNS).
+func SecureOrLoopback(u *url.URL) bool {
 	if u.Scheme == "https" {
 		return true
 	}
@@ -156,7 +157,7 @@ func New(cfg Config) (*Verifier, error) {
 		}
 	}
 	if cfg.JWKSURL != "" {
-		if u, err := url.Parse(cfg.JWKSURL); err != nil || u.Host == "" || !secureOrLoopback(u) {
+		if u, err := url.Parse(cfg.JWKSURL); err != nil || u.Host == "" || !SecureOrLoopback(u) {
 			return nil, fmt.Errorf("JWKS URL %q: give an absolute https URL (plain http only on a loopback address)", cfg.JWKSURL)
 		}
 	}

@@ -4,9 +4,12 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/terdut-server/terdut-server/internal/api"
+	"github.com/terdut-server/terdut-server/internal/apitest"
 	"github.com/terdut-server/terdut-server/internal/pgtest"
 	"github.com/terdut-server/terdut-server/internal/store"
 	"github.com/terdut-server/terdut-server/interop/hydra"
@@ -31,6 +34,43 @@ func TestMain(m *testing.M) {
 func TestHydra(t *testing.T) {
 	p := hydra.Start(t, bin, suite.CallbackURL)
 	suite.Run(t, hydra.Product{Provider: p}, func(name string) string { return "sub-" + name })
+}
+
+// TestHydra_PublicElsewhere: a Hydra whose urls.self.public is not its issuer names its
+// token endpoint, JWKS and UserInfo on another origin. terdut-server sends neither the code
+// nor the client secret there and takes no keys from there: sign-in answers 500
+// sso_misconfigured naming token_endpoint, /readyz stays 200 and says so; with that origin
+// in --oidc-endpoint-origins, people sign in.
+func TestHydra_PublicElsewhere(t *testing.T) {
+	p := hydra.StartPublicElsewhere(t, bin, suite.CallbackURL)
+	product := hydra.Product{Provider: p}
+	product.SetPerson(t, suite.Person{Login: "sub-lea", Username: "lea", Email: "lea@example.test", EmailVerified: true,
+		Groups: []string{suite.Users}})
+
+	t.Run("Refused", func(t *testing.T) {
+		srv := suite.NewServers(t, product, nil)
+		srv.Gated.MustClaim(t)
+		resp := srv.Gated.MustDo(t, apitest.Request{Method: http.MethodGet, Path: "/auth/oidc/login"})
+		if resp.Status != http.StatusInternalServerError || resp.Code() != "sso_misconfigured" ||
+			!strings.Contains(string(resp.Body), "token_endpoint") || !strings.Contains(string(resp.Body), p.PublicURL) {
+			t.Errorf("sign-in: got %d %s, want 500 sso_misconfigured naming token_endpoint at %s", resp.Status, resp.Body, p.PublicURL)
+		}
+		ready := srv.Gated.MustDo(t, apitest.Request{Method: http.MethodGet, Path: "/readyz"})
+		if ready.Status != http.StatusOK || !strings.Contains(string(ready.Body), "token_endpoint") {
+			t.Errorf("readyz: got %d %s, want 200 naming token_endpoint", ready.Status, ready.Body)
+		}
+		if n := suite.Count(t, srv.Gated, `SELECT count(*) FROM users WHERE oidc_subject IS NOT NULL`); n != 0 {
+			t.Errorf("SSO users: got %d, want 0", n)
+		}
+	})
+
+	t.Run("OriginNamed", func(t *testing.T) {
+		srv := suite.NewServers(t, product, func(o *api.OIDCOptions) { o.EndpointOrigins = []string{p.PublicURL} })
+		srv.Gated.MustClaim(t)
+		if me, _ := suite.MustSignIn(t, srv.Gated, product, "sub-lea"); me.Username != "lea" {
+			t.Errorf("got %+v, want lea", me)
+		}
+	})
 }
 
 // TestHydra_ClaimsPlacement pins what a person writing Hydra's login and consent app would

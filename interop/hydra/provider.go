@@ -25,7 +25,10 @@ import (
 // (Hydra's issuer), which counts UserInfo requests and reads the ID tokens' key IDs.
 type Provider struct {
 	// URL is the issuer: the proxy in front of Hydra's public port.
-	URL          string
+	URL string
+	// PublicURL is Hydra's urls.self.public: URL, unless StartPublicElsewhere made it Hydra's
+	// own public port, another origin.
+	PublicURL    string
 	AdminURL     string
 	ClientID     string
 	ClientSecret string
@@ -61,6 +64,19 @@ func freePort(tb testing.TB) int {
 // API whose only redirect URI is redirectURL. The process is killed and waited for at the end.
 func Start(tb testing.TB, bin, redirectURL string) *Provider {
 	tb.Helper()
+	return start(tb, bin, redirectURL, false)
+}
+
+// StartPublicElsewhere is Start with urls.self.public not the issuer but Hydra's own public
+// port (http://127.0.0.1:<port>, PublicURL), as a Hydra whose public URL was set apart from
+// its issuer: its discovery names the token endpoint, JWKS and UserInfo on that origin.
+func StartPublicElsewhere(tb testing.TB, bin, redirectURL string) *Provider {
+	tb.Helper()
+	return start(tb, bin, redirectURL, true)
+}
+
+func start(tb testing.TB, bin, redirectURL string, publicElsewhere bool) *Provider {
+	tb.Helper()
 	proxyLn, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		tb.Fatal(err)
@@ -68,6 +84,10 @@ func Start(tb testing.TB, bin, redirectURL string) *Provider {
 	publicPort, adminPort := freePort(tb), freePort(tb)
 	p := &Provider{URL: "http://" + proxyLn.Addr().String(), AdminURL: fmt.Sprintf("http://127.0.0.1:%d", adminPort),
 		http: &http.Client{Timeout: 30 * time.Second}, people: map[string]Claims{}}
+	p.PublicURL = p.URL
+	if publicElsewhere {
+		p.PublicURL = fmt.Sprintf("http://127.0.0.1:%d", publicPort)
+	}
 	dir := tb.TempDir()
 	config := fmt.Sprintf(`dsn: memory
 serve:
@@ -82,7 +102,7 @@ secrets:
 oidc:
   subject_identifiers: {supported_types: [public]}
 log: {level: info, format: json, leak_sensitive_values: false}
-`, publicPort, adminPort, p.URL, p.URL, rand.Text())
+`, publicPort, adminPort, p.URL, p.PublicURL, rand.Text())
 	configPath := filepath.Join(dir, "hydra.yml")
 	if err := os.WriteFile(configPath, []byte(config), 0o600); err != nil {
 		tb.Fatal(err)
