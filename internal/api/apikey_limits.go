@@ -42,16 +42,18 @@ func errSSOSignInTooOld(maxTTL time.Duration) *apiError {
 var errKeysOnlyFromClaim = &apiError{Status: http.StatusForbidden, Code: "keys_only_from_claim",
 	Message: "A machine user's API keys are issued only by the bootstrap claim; its operator claims again for a new one."}
 
-// errRecentSignIn asks a single sign-on session for a fresh sign-in before it makes a key.
+// errRecentSignIn asks a single sign-on session for a fresh sign-in before it makes a key, a
+// person or a set-password link.
 func errRecentSignIn(window time.Duration) *apiError {
 	return &apiError{Status: http.StatusForbidden, Code: "recent_sign_in_required", Message: fmt.Sprintf(
-		"To create an API key from a single sign-on session, sign in again first: the sign-in must be within the last %s.",
-		humanDuration(window))}
+		"To create an API key, a person or a set-password link from a single sign-on session, sign in again "+
+			"first: the sign-in must be within the last %s.", humanDuration(window))}
 }
 
 var (
 	errCurrentPasswordRequired = &apiError{Status: http.StatusForbidden, Code: "current_password_required",
-		Message: "To create an API key from a password session, send your current password as current_password."}
+		Message: "To create an API key, a person or a set-password link from a password session, send your own " +
+			"current password as current_password."}
 	errWrongCurrentPasswordForKey = &apiError{Status: http.StatusForbidden, Code: "wrong_current_password",
 		Message: "The current_password sent is not your password."}
 )

@@ -93,7 +93,7 @@ func (s *server) handleAPIKeyCreate() http.Handler {
 			s.writeError(w, r, err)
 			return
 		}
-		by, err := s.keyCaller(r, req.CurrentPassword)
+		by, err := s.stepUp(r, req.CurrentPassword)
 		if err != nil {
 			s.writeError(w, r, err)
 			return
@@ -110,12 +110,13 @@ func (s *server) handleAPIKeyCreate() http.Handler {
 	})
 }
 
-// keyCaller is the request's principal as the store re-checks it when it issues a key. A key
-// outlives the session that makes it, so a session must show its person is at the keyboard:
-// a password session with the current password (checked like a sign-in, on the same count and
-// in the same check slots), a single sign-on session by being recent (the store checks its
-// age under its lock). An API key makes keys as before.
-func (s *server) keyCaller(r *http.Request, currentPassword string) (store.Caller, error) {
+// stepUp is the request's principal as the store re-checks it when it acts. Every session
+// action that creates a credential or gives power (an API key, a person, a set-password link)
+// outlives the session, so a session must show its person is at the keyboard, not just their
+// cookie: a password session with the current password (checked like a sign-in, on the same
+// count and in the same check slots), a single sign-on session by being recent (the store
+// checks its age in the transaction that acts). An API key acts as before.
+func (s *server) stepUp(r *http.Request, currentPassword string) (store.Caller, error) {
 	p := principalFrom(r.Context())
 	by := store.Caller{UserID: p.User.ID, APIKey: p.APIKey, Session: p.SessionToken}
 	switch {

@@ -106,6 +106,13 @@ func (s *server) classify(err error) *apiError {
 		return errUnauthorized
 	case errors.Is(err, store.ErrSignInTooOld):
 		return errRecentSignIn(s.opts.SSOKeySignInWindow)
+	case errors.Is(err, store.ErrPasswordLinkInvalid):
+		return errPasswordLinkInvalid
+	case errors.Is(err, store.ErrAdminsOwnPassword):
+		return errAdminsOwnPassword
+	case errors.Is(err, store.ErrNoPassword):
+		return &apiError{Status: http.StatusForbidden, Code: "no_password",
+			Message: "Machine users and people who sign in with single sign-on have no password."}
 	case errors.As(err, &rl):
 		return &apiError{Status: http.StatusTooManyRequests, Code: "rate_limited",
 			Message: "Too many requests of this kind; try again later.", RetryAfter: rl.RetryAfter}

@@ -136,9 +136,14 @@ func (s *server) handlePasswordSet() http.Handler {
 		}
 		if target.SSO() {
 			// A password would outlive the provider's group rules and role, checked only at SSO sign-in.
-			s.writeError(w, r, &apiError{Status: http.StatusForbidden, Code: "sso_user",
-				Message: "This account signs in with single sign-on; it cannot have a password."})
+			s.writeError(w, r, errSSOUserPassword)
 			return
+		}
+		if caller.User.ID != id {
+			if err := refuseOthersPassword(caller, target); err != nil {
+				s.writeError(w, r, err)
+				return
+			}
 		}
 		if caller.User.ID == id && target.HasPassword {
 			if err := s.checkCurrentPassword(r, target, req.CurrentPassword, errWrongCurrentPassword); err != nil {
@@ -163,4 +168,30 @@ func (s *server) handlePasswordSet() http.Handler {
 		s.audit(r, store.Event{Event: "user.password_set", TargetID: id, TargetName: target.Username})
 		w.WriteHeader(http.StatusNoContent)
 	})
+}
+
+var (
+	errSSOUserPassword = &apiError{Status: http.StatusForbidden, Code: "sso_user",
+		Message: "This account signs in with single sign-on; it cannot have a password."}
+	errPasswordLinkRequired = &apiError{Status: http.StatusForbidden, Code: "password_link_required",
+		Message: "From a session, nobody sets another person's password: create a set-password link with " +
+			"POST /api/users/{id}/password-link and give it to them; they choose their password with it."}
+	errAdminsOwnPassword = &apiError{Status: http.StatusForbidden, Code: "admin_password_theirs",
+		Message: "This admin has a password, and only they change it (with current_password). " +
+			"To take their access away, delete the account."}
+)
+
+// refuseOthersPassword says whether caller may choose target's password. From a session, never:
+// a stolen cookie would give its thief a password of their own choosing, and a lasting sign-in,
+// for someone else; the person chooses it through a set-password link. An API key (which can
+// already act for the person, by making them a key) still may, as automation and older clients
+// do, except for an admin who has a password: that would take over their account.
+func refuseOthersPassword(caller principal, target store.User) error {
+	switch {
+	case caller.SessionToken != "":
+		return errPasswordLinkRequired
+	case target.Role == store.RoleAdmin && target.HasPassword:
+		return errAdminsOwnPassword
+	}
+	return nil
 }

@@ -33,6 +33,9 @@ type Store interface {
 	ReleaseAttempt(ctx context.Context, a store.Attempt) error
 	ChangePassword(ctx context.Context, c store.PasswordChange) (int64, error)
 	RehashPassword(ctx context.Context, id int64, oldHash, newHash string) error
+	IssuePasswordLink(ctx context.Context, userID int64, by store.Caller, ttl time.Duration) (store.PasswordLink, error)
+	PasswordLinkLive(ctx context.Context, token string) error
+	RedeemPasswordLink(ctx context.Context, token, hash string) (store.User, error)
 
 	IssueAPIKey(ctx context.Context, nk store.NewAPIKey, lim store.APIKeyLimits) (store.APIKey, string, error)
 	APIKeys(ctx context.Context, userID int64) ([]store.APIKey, error)

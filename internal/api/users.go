@@ -51,12 +51,16 @@ func (s *server) handleUserList() http.Handler {
 	})
 }
 
-// handleUserCreate answers the created user itself, not wrapped: existing clients decode it as a User.
+// handleUserCreate answers the created user itself, not wrapped: existing clients decode it as a
+// User. From a session it needs the step-up of key creation (stepUp): a stolen cookie would
+// otherwise make an admin of its own.
 func (s *server) handleUserCreate() http.Handler {
 	type request struct {
 		Username string `json:"username"`
 		Email    string `json:"email"`
 		Role     string `json:"role"`
+		// CurrentPassword is the caller's own, which a password session must send: see stepUp.
+		CurrentPassword string `json:"current_password"`
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		req, err := decodeJSON[request](w, r)
@@ -80,7 +84,12 @@ func (s *server) handleUserCreate() http.Handler {
 			s.writeError(w, r, errBadRequest("invalid_role", `The role must be "admin" or "member".`))
 			return
 		}
-		u, err := s.store.CreateUser(r.Context(), store.NewUser{Username: req.Username, Email: req.Email, Role: role})
+		by, err := s.stepUp(r, req.CurrentPassword)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		u, err := s.store.CreateUser(r.Context(), store.NewUser{Username: req.Username, Email: req.Email, Role: role, By: by})
 		if err != nil {
 			s.writeError(w, r, err)
 			return

@@ -79,7 +79,7 @@ func (s *Store) IssueAPIKey(ctx context.Context, nk NewAPIKey, lim APIKeyLimits)
 		// checks of sign-ins inserting the user's sessions. The count and the caller's check
 		// are statements of their own, after the lock: their snapshots then see every key
 		// committed, and every revocation, by the transactions this one waited for.
-		var service, sso, capLive, callerLive, recent bool
+		var service, sso, capLive bool
 		var live int
 		var latest time.Time
 		found := true
@@ -100,37 +100,16 @@ func (s *Store) IssueAPIKey(ctx context.Context, nk NewAPIKey, lim APIKeyLimits)
 			AND (expires_at IS NULL OR expires_at > now())`, nk.UserID).QueryRow(func(row pgx.Row) error {
 			return row.Scan(&live)
 		})
-		if by := nk.By; by.UserID != 0 {
-			scan := func(row pgx.Row) error {
-				err := row.Scan(&recent)
-				callerLive = err == nil
-				if errors.Is(err, pgx.ErrNoRows) {
-					return nil
-				}
-				return err
-			}
-			if by.Session != "" {
-				batch.Queue(`SELECT $3::interval <= '0' OR created_at > now() - $3::interval FROM sessions
-					WHERE token_hash = $1 AND user_id = $2 AND revoked_at IS NULL AND expires_at > now()`,
-					hashToken(by.Session), by.UserID, by.SignedInWithin).QueryRow(scan)
-			} else {
-				batch.Queue(`SELECT true FROM api_keys WHERE key_hash = $1 AND user_id = $2
-					AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())`,
-					hashToken(by.APIKey), by.UserID).QueryRow(scan)
-			}
-		} else {
-			callerLive, recent = true, true
-		}
+		var caller callerCheck
+		caller.queue(batch, nk.By)
 		if err := tx.SendBatch(ctx, batch).Close(); err != nil {
 			return wrap(err, "count API keys")
 		}
 		switch {
 		case !found:
 			return ErrNotFound
-		case !callerLive:
-			return ErrCallerRevoked
-		case !recent:
-			return ErrSignInTooOld
+		case caller.err() != nil:
+			return caller.err()
 		case service:
 			return ErrServiceUserKey
 		case lim.PerUser > 0 && live >= lim.PerUser:

@@ -45,11 +45,13 @@ type User struct {
 // The database holds an issuer and a subject together, neither empty (migration 00012).
 func (u User) SSO() bool { return u.OIDCIssuer != "" }
 
-// NewUser is what CreateUser needs.
+// NewUser is what CreateUser needs: the person, and who asks (checked again in the
+// transaction that creates them; the zero Caller is this process).
 type NewUser struct {
 	Username string
 	Email    string
 	Role     Role
+	By       Caller
 }
 
 const userColumns = `u.id, u.username, u.email, u.role, u.kind, coalesce(u.oidc_issuer, ''),
@@ -66,8 +68,9 @@ func scanUser(row pgx.Row, extra ...any) (User, error) {
 	return u, err
 }
 
-// CreateUser adds a human user with no password and no OIDC identity.
-// It returns ErrConflict when the username is taken.
+// CreateUser adds a human user with no password and no OIDC identity. It returns ErrConflict
+// when the username is taken, and ErrCallerRevoked or ErrSignInTooOld when nu.By's credential
+// is no longer live or its session not recent enough (see Caller).
 func (s *Store) CreateUser(ctx context.Context, nu NewUser) (User, error) {
 	if nu.Role == "" {
 		nu.Role = RoleMember
@@ -75,11 +78,19 @@ func (s *Store) CreateUser(ctx context.Context, nu NewUser) (User, error) {
 	if strings.EqualFold(nu.Username, PrincipalUsername) {
 		return User{}, fmt.Errorf("username %q is reserved for the bootstrap principal: %w", nu.Username, ErrConflict)
 	}
-	// Not a sign-in: an admin may add people while the install is pending (after a reset).
-	u, err := scanUser(s.pool.QueryRow(ctx, `
-		WITH marked AS (SELECT `+gateChecked+` AS ok)
-		INSERT INTO users AS u (username, email, role, kind) SELECT $1, $2, $3, 'human' FROM marked WHERE marked.ok
-		RETURNING `+userColumns, nu.Username, nu.Email, nu.Role))
+	var u User
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		if err := checkCaller(ctx, tx, nu.By); err != nil {
+			return err
+		}
+		// Not a sign-in: an admin may add people while the install is pending (after a reset).
+		var err error
+		u, err = scanUser(tx.QueryRow(ctx, `
+			WITH marked AS (SELECT `+gateChecked+` AS ok)
+			INSERT INTO users AS u (username, email, role, kind) SELECT $1, $2, $3, 'human' FROM marked WHERE marked.ok
+			RETURNING `+userColumns, nu.Username, nu.Email, nu.Role))
+		return err
+	})
 	if isUniqueViolation(err, "users_username_key") || isUniqueViolation(err, "users_username_lower_key") {
 		return User{}, fmt.Errorf("username %q: %w", nu.Username, ErrConflict)
 	}
@@ -151,27 +162,37 @@ type PasswordChange struct {
 // for later from a session this ends is refused. ErrNotFound when the user does not exist.
 func (s *Store) ChangePassword(ctx context.Context, c PasswordChange) (revokedKeys int64, err error) {
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `UPDATE users SET password_hash = $2 WHERE id = $1`, c.UserID, c.Hash)
-		if err != nil {
-			return wrap(err, "set password")
-		}
-		if tag.RowsAffected() == 0 {
-			return ErrNotFound
-		}
-		_, err = tx.Exec(ctx, `UPDATE sessions SET revoked_at = now()
-			WHERE user_id = $1 AND revoked_at IS NULL AND token_hash <> $2`, c.UserID, hashToken(c.KeepSession))
-		if err != nil {
-			return wrap(err, "end other sessions")
-		}
-		if c.RevokeAPIKeys {
-			revokedKeys, err = revokeUserKeys(ctx, tx, c.UserID)
-		}
+		revokedKeys, err = changePassword(ctx, tx, c)
 		return err
 	})
 	if err != nil {
 		return 0, err
 	}
 	return revokedKeys, nil
+}
+
+// changePassword is ChangePassword in tx. It also deletes the person's set-password link: a
+// link issued before the change would undo it.
+func changePassword(ctx context.Context, tx pgx.Tx, c PasswordChange) (revokedKeys int64, err error) {
+	tag, err := tx.Exec(ctx, `UPDATE users SET password_hash = $2 WHERE id = $1`, c.UserID, c.Hash)
+	if err != nil {
+		return 0, wrap(err, "set password")
+	}
+	if tag.RowsAffected() == 0 {
+		return 0, ErrNotFound
+	}
+	_, err = tx.Exec(ctx, `UPDATE sessions SET revoked_at = now()
+		WHERE user_id = $1 AND revoked_at IS NULL AND token_hash <> $2`, c.UserID, hashToken(c.KeepSession))
+	if err != nil {
+		return 0, wrap(err, "end other sessions")
+	}
+	if _, err = tx.Exec(ctx, `DELETE FROM password_links WHERE user_id = $1`, c.UserID); err != nil {
+		return 0, wrap(err, "delete set-password link")
+	}
+	if c.RevokeAPIKeys {
+		revokedKeys, err = revokeUserKeys(ctx, tx, c.UserID)
+	}
+	return revokedKeys, err
 }
 
 // RehashPassword replaces the user's password hash with newHash, the same password hashed at
