@@ -47,7 +47,7 @@ func TestE2E_IncidentReplayed(t *testing.T) {
 	}
 
 	// People sign in and go about their work: three by single sign-on (ada is an admin),
-	// and dave, whom ada gives a password. Everyone makes an API key; ada makes bob a second,
+	// and dave, whom ada gives a set-password link. Everyone makes an API key; ada makes bob a second,
 	// and bob revokes a third.
 	people := map[string]*person{}
 	for _, name := range []string{"ada", "bob", "cy"} {
@@ -65,8 +65,12 @@ func TestE2E_IncidentReplayed(t *testing.T) {
 	var created user
 	ada.browser.mustJSON(t, srv, request{method: http.MethodPost, target: "/api/users",
 		body: map[string]string{"username": "dave", "email": "dave@example.test"}}, http.StatusCreated, &created)
-	ada.browser.mustJSON(t, srv, request{method: http.MethodPut, target: fmt.Sprintf("/api/users/%d/password", created.ID),
-		body: map[string]string{"password": davePassword}}, http.StatusNoContent, nil)
+	// From her session, ada gives dave a set-password link, not a password; dave chooses his.
+	var link struct{ Token string }
+	ada.browser.mustJSON(t, srv, request{method: http.MethodPost, target: fmt.Sprintf("/api/users/%d/password-link", created.ID),
+		body: map[string]string{}}, http.StatusCreated, &link)
+	dave.browser.mustJSON(t, srv, request{method: http.MethodPost, target: "/api/password-link",
+		body: map[string]string{"token": link.Token, "password": davePassword}}, http.StatusNoContent, nil)
 	dave.browser.mustJSON(t, srv, request{method: http.MethodPost, target: "/api/auth/login",
 		body: map[string]string{"username": "dave", "password": davePassword}}, http.StatusOK, nil)
 	dave.user = dave.browser.me(t, srv, "")
