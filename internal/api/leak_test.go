@@ -214,6 +214,24 @@ func TestLeaks_Secrets(t *testing.T) {
 	// Logout, reset (first with a wrong token), and a new claim.
 	l.do(t, "logout", apitest.Request{Method: post, Path: "/api/auth/logout", Cookie: sess}, 204)
 	l.do(t, "me after logout", apitest.Request{Method: get, Path: "/api/me", Cookie: sess}, 401)
+
+	// A set-password link: issued, redeemed with a password lena chooses, refused a second time.
+	third, again := "Lena-third-password-Qe7v", "Lena-link-again-password-Zr5k"
+	l.add("password set through the link", third, false)
+	l.add("password of a second redemption", again, false)
+	var link struct{ Token string }
+	l.do(t, "set-password link", apitest.Request{Method: post, Path: lena + "/password-link", Bearer: principalKey,
+		Body: map[string]string{}}, 201).JSON(t, &link)
+	// Redeeming deletes the link's row, hash and all: only its plain token is looked for.
+	l.secrets = append(l.secrets, leakSecret{what: "redeemed set-password link token", value: link.Token,
+		shownIn: len(l.responses) - 1})
+	l.do(t, "link redeemed", apitest.Request{Method: post, Path: "/api/password-link",
+		Body: map[string]string{"token": link.Token, "password": third}}, 204)
+	l.do(t, "link redeemed again", apitest.Request{Method: post, Path: "/api/password-link",
+		Body: map[string]string{"token": link.Token, "password": again}}, 400)
+	l.do(t, "set-password link left unused", apitest.Request{Method: post, Path: lena + "/password-link", Bearer: principalKey,
+		Body: map[string]string{}}, 201).JSON(t, &link)
+	l.shownByLast("unused set-password link token", link.Token)
 	l.do(t, "SSO logout", apitest.Request{Method: post, Path: "/api/auth/logout", Cookie: sso}, 204)
 	l.do(t, "reset with a wrong token", apitest.Request{Method: post, Path: "/api/bootstrap/reset", Bearer: wrongOperator}, 401)
 	l.do(t, "reset with an API key", apitest.Request{Method: post, Path: "/api/bootstrap/reset", Bearer: principalKey}, 401)
@@ -304,7 +322,7 @@ func checkDatabaseHoldsNoSecrets(t *testing.T, srv *apitest.Server, secrets []le
 	t.Helper()
 	ctx, pool := t.Context(), srv.Store.Pool()
 	stored := map[string]bool{}
-	for _, q := range []string{`SELECT key_hash FROM api_keys`, `SELECT token_hash FROM sessions`} {
+	for _, q := range []string{`SELECT key_hash FROM api_keys`, `SELECT token_hash FROM sessions`, `SELECT token_hash FROM password_links`} {
 		rows, err := pool.Query(ctx, q)
 		if err != nil {
 			t.Fatalf("%s: %v", q, err)

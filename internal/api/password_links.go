@@ -18,6 +18,18 @@ var (
 		Message: "This set-password link is not valid: it was used, replaced, revoked or expired. Ask an admin for a new one."}
 )
 
+// requirePasswordLogin refuses the set-password links with password sign-in off: no password
+// they set could be used.
+func (s *server) requirePasswordLogin(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !s.opts.PasswordLogin {
+			s.writeError(w, r, errPasswordLoginOff)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
 // passwordLinkJSON is a set-password link as the API shows it, once: its token is stored only
 // as a hash.
 type passwordLinkJSON struct {
@@ -39,10 +51,6 @@ func (s *server) handlePasswordLinkCreate() http.Handler {
 		req, err := decodeJSON[request](w, r)
 		if err != nil {
 			s.writeError(w, r, err)
-			return
-		}
-		if !s.opts.PasswordLogin {
-			s.writeError(w, r, errPasswordLoginOff)
 			return
 		}
 		by, err := s.stepUp(r, req.CurrentPassword)
@@ -73,10 +81,6 @@ func (s *server) handlePasswordLinkRedeem() http.Handler {
 		req, err := decodeJSON[request](w, r)
 		if err != nil {
 			s.writeError(w, r, err)
-			return
-		}
-		if !s.opts.PasswordLogin {
-			s.writeError(w, r, errPasswordLoginOff)
 			return
 		}
 		if !isSecret(req.Token) {

@@ -24,7 +24,7 @@ func (s *server) routes(split bool) (people, operator http.Handler) {
 	r.Method(http.MethodGet, "/auth/oidc/callback", s.handleOIDCCallback())
 	r.Method(http.MethodPost, "/api/auth/login", s.handleLogin())
 	r.Method(http.MethodPost, "/api/auth/logout", s.handleLogout())
-	r.Method(http.MethodPost, "/api/password-link", s.handlePasswordLinkRedeem())
+	r.Method(http.MethodPost, "/api/password-link", s.requirePasswordLogin(s.handlePasswordLinkRedeem()))
 
 	// The operator's: the claim status (public), then, with the operator token, the claim
 	// (open when no token is configured) and the reset (never open). With split, on a port
@@ -53,7 +53,7 @@ func (s *server) routes(split bool) (people, operator http.Handler) {
 
 			// Admins only.
 			r.With(s.requireAdmin).Method(http.MethodDelete, "/", s.handleUserDelete())
-			r.With(s.requireAdmin).Method(http.MethodPost, "/password-link", s.handlePasswordLinkCreate())
+			r.With(s.requireAdmin, s.requirePasswordLogin).Method(http.MethodPost, "/password-link", s.handlePasswordLinkCreate())
 		})
 		// Admins only.
 		r.With(s.requireAdmin).Method(http.MethodGet, "/api/users", s.handleUserList())
