@@ -2,7 +2,6 @@ package api
 
 import (
 	"errors"
-	"log/slog"
 	"net"
 	"net/http"
 
@@ -86,7 +85,7 @@ func (s *server) refusePending(w http.ResponseWriter, r *http.Request, method st
 	if method == "oidc" {
 		name = "login.sso.refused"
 	}
-	s.event(r, name, outcomeRefused, slog.String("reason", "bootstrap_pending"))
+	s.refusedEvent(r, name, "bootstrap_pending")
 	if wantsHTML(r) {
 		w.Header().Set("Retry-After", "10")
 		s.renderPage(w, http.StatusServiceUnavailable, "pending.html", nil)

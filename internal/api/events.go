@@ -40,6 +40,17 @@ func (s *server) eventBy(r *http.Request, actor slog.Attr, name, outcome string,
 	s.log.LogAttrs(r.Context(), level, "security event", append(all, attrs...)...)
 }
 
+// refusedEvent logs the refusal of r for reason, a security event that anyone can cause
+// with nothing to show (a wrong operator token, a forged sign-on callback, a sign-in while
+// pending): at most one line a second for each event and reason on a replica (s.refusalLogs),
+// with suppressed, how many refusals it held back since its last line. Callers count every
+// refusal in a metric.
+func (s *server) refusedEvent(r *http.Request, name, reason string) {
+	if ok, suppressed := s.refusalLogs.Allow("event " + name + " " + reason); ok {
+		s.event(r, name, outcomeRefused, slog.String("reason", reason), slog.Int("suppressed", suppressed))
+	}
+}
+
 // actorAttr is who made r: the user it authenticated, the operator and how it proved itself,
 // or anonymous.
 func (s *server) actorAttr(r *http.Request) slog.Attr {

@@ -137,9 +137,7 @@ func (s *server) requireOperator(open bool, next http.Handler) http.Handler {
 		// Anyone can send a wrong token: like the refusals above, its security event is
 		// written at most once a second for each reason on a replica, saying how many it
 		// stands for, while the metric counts every one.
-		if ok, suppressed := s.refusalLogs.Allow("event " + reason); ok {
-			s.event(r, "operator.refused", outcomeRefused, slog.String("reason", reason), slog.Int("suppressed", suppressed))
-		}
+		s.refusedEvent(r, "operator.refused", reason)
 		s.writeError(w, r, errBadOperatorToken)
 	})
 }

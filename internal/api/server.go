@@ -109,7 +109,7 @@ type server struct {
 	addresses   *addressLimiter
 	checks      *checkSlots
 	cookieName  string          // of the session cookie
-	refusalLogs *logcap.PerKey  // bounds the lines refusals on the operator endpoints write, by reason
+	refusalLogs *logcap.PerKey  // bounds the lines of refusals anyone can cause, by event and reason
 	overloadLog *logcap.Limiter // bounds the lines of refused password checks
 	nameTags    nameTagger      // names an unknown username in a log line without writing it
 }
