@@ -7,6 +7,7 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -38,6 +39,9 @@ var errOperatorCrossOrigin = &apiError{Status: http.StatusForbidden, Code: "cros
 
 var errOperatorHost = &apiError{Status: http.StatusForbidden, Code: "host_not_allowed",
 	Message: "With no operator authentication configured, the claim is accepted only at the host of --public-url or on a loopback address."}
+
+var errOperatorClientNotLocal = &apiError{Status: http.StatusForbidden, Code: "client_not_local",
+	Message: "With no operator authentication configured, the claim is accepted only from this machine (a loopback address); configure --operator-token-file, or run terdut-server bootstrap claim."}
 
 // operatorProof is how a request to an operator endpoint proved that it came from the
 // operator. Its LogValue shows the method and the identity, never a token.
@@ -73,8 +77,10 @@ func (p operatorProof) LogValue() slog.Value {
 
 // requireOperator admits only the operator: a token of --operator-token-file or a
 // service-account token that the --operator-oidc-* issuer signed for an allowed subject.
-// When open is true and neither is configured, everyone is admitted (the claim on an
-// install without an operator), but only at the public URL's host or a loopback address.
+// When open is true and neither is configured, a client on this machine is admitted (the
+// claim on an install without an operator): its address, and the peer's, must be loopback
+// (the Host header, which any client writes as it likes, proves nothing of where it is), and
+// the Host must be the public URL's host or a loopback name, against DNS rebinding.
 // Whatever is configured, a body must be JSON (or absent) and browsers' cross-site requests
 // are refused, so that no web page can make a visitor's browser claim or reset the install.
 func (s *server) requireOperator(open bool, next http.Handler) http.Handler {
@@ -94,6 +100,8 @@ func (s *server) requireOperator(open bool, next http.Handler) http.Handler {
 				s.writeError(w, r, errOperatorTokenNotConfigured)
 			case !s.localOrPublicHost(r):
 				s.writeError(w, r, errOperatorHost)
+			case !s.localClient(r):
+				s.writeError(w, r, errOperatorClientNotLocal)
 			default:
 				next.ServeHTTP(w, withOperator(r, operatorProof{Method: store.AuthNone}))
 			}
@@ -155,6 +163,14 @@ func jsonOrNoBody(r *http.Request) bool {
 	}
 	mt, _, err := mime.ParseMediaType(ct)
 	return err == nil && mt == "application/json"
+}
+
+// localClient reports whether r comes from this machine: its peer has a loopback address,
+// and so has the client that peer forwards for, when --trusted-proxies names the peer (a
+// proxy on this machine forwarding for someone elsewhere is not local).
+func (s *server) localClient(r *http.Request) bool {
+	peer, err := netip.ParseAddrPort(r.RemoteAddr)
+	return err == nil && peer.Addr().Unmap().IsLoopback() && s.clientAddr(r).IsLoopback()
 }
 
 // localOrPublicHost reports whether the request's Host is the public URL's host or a
