@@ -34,9 +34,10 @@ func (s *server) eventBy(r *http.Request, actor slog.Attr, name, outcome string,
 	if outcome != outcomeSucceeded {
 		level = slog.LevelWarn
 	}
-	all := make([]slog.Attr, 0, 5+len(attrs))
+	all := make([]slog.Attr, 0, 6+len(attrs))
 	all = append(all, slog.String("event", name), slog.String("outcome", outcome), actor,
-		slog.String("client_addr", s.clientAddr(r).String()), slog.String("request_id", requestID(r.Context())))
+		slog.String("client_addr", s.clientAddr(r).String()))
+	all = appendRequestIDs(all, r.Context())
 	s.log.LogAttrs(r.Context(), level, "security event", append(all, attrs...)...)
 }
 
@@ -88,7 +89,8 @@ func targetAttr(id int64, username string) slog.Attr {
 // row in audit_events, with r's actor. The row is written after the action, even if the client
 // has gone meanwhile; if it cannot be written, the log line (at ERROR) is the record.
 func (s *server) audit(r *http.Request, e store.Event, attrs ...slog.Attr) {
-	e.RemoteAddr, e.RequestID = s.clientAddr(r).String(), requestID(r.Context())
+	c := requestFrom(r.Context())
+	e.RemoteAddr, e.RequestID, e.ClientRequestID = s.clientAddr(r).String(), c.id[0], c.clientID
 	if e.ActorKind == "" {
 		if u := principalFrom(r.Context()).User; u.ID != 0 {
 			e.ActorKind, e.ActorID, e.ActorName = store.ActorKindUser, u.ID, u.Username

@@ -58,9 +58,12 @@ func operatorFrom(ctx context.Context) operatorProof {
 	return p
 }
 
-func (p operatorProof) audit(r *http.Request) store.AuditInfo {
-	return store.AuditInfo{Actor: store.ActorOperator, RemoteAddr: remoteHost(r), Method: p.Method,
-		Subject: p.Subject, Pod: p.Pod}
+// audit is who made r, for the claim's and reset's audit rows: the operator, the client's
+// address (through --trusted-proxies) and the request's ids, as every audit row has them.
+func (s *server) operatorAudit(r *http.Request, p operatorProof) store.AuditInfo {
+	c := requestFrom(r.Context())
+	return store.AuditInfo{Actor: store.ActorOperator, RemoteAddr: s.clientAddr(r).String(), Method: p.Method,
+		Subject: p.Subject, Pod: p.Pod, RequestID: c.id[0], ClientRequestID: c.clientID}
 }
 
 // LogValue logs the method and, for a service-account token, the identity.
