@@ -135,10 +135,16 @@ func (s *server) requireOperator(open bool, next http.Handler) http.Handler {
 						"suppressed", suppressed)
 				}
 			default:
-				s.metrics.operatorIdentityRefusals.WithLabelValues("issuer_unavailable").Inc()
-				if ok, suppressed := s.refusalLogs.Allow("issuer_unavailable"); ok {
-					s.log.ErrorContext(r.Context(), "operator service-account token not verified", "err", err,
-						"remote_addr", remoteHost(r), "suppressed", suppressed)
+				// A key not yet read is not the issuer's outage, but neither is it a wrong
+				// token: the 503 tells the operator, whose key may be new, to retry shortly,
+				// where a 401 would make it back off long.
+				label, level, msg := "issuer_unavailable", slog.LevelError, "operator service-account token not verified"
+				if errors.Is(err, opjwt.ErrKeyNotYetRead) {
+					label, level, msg = "key_not_yet_read", slog.LevelWarn, "operator service-account token names a key not yet read: answered 503"
+				}
+				s.metrics.operatorIdentityRefusals.WithLabelValues(label).Inc()
+				if ok, suppressed := s.refusalLogs.Allow(label); ok {
+					s.log.Log(r.Context(), level, msg, "err", err, "remote_addr", remoteHost(r), "suppressed", suppressed)
 				}
 				s.writeError(w, r, errOperatorIdentityUnavailable)
 				return
