@@ -8,9 +8,10 @@ SHELL := bash
 
 GO ?= go
 
-# Settings of `make run`, unless the environment sets them: listen on :8080, be reached at
+# Settings of `make run`, unless the environment sets them: listen on 127.0.0.1:8080 (this
+# machine only: with no operator token, the claim is open to local clients), be reached at
 # http://localhost:<that port>. Every other setting comes from its TERDUT_* variable.
-TERDUT_LISTEN ?= :8080
+TERDUT_LISTEN ?= 127.0.0.1:8080
 TERDUT_PUBLIC_URL ?= http://localhost:$(lastword $(subst :, ,$(TERDUT_LISTEN)))
 # Extra flags for the server, e.g. make run ARGS='--log-level debug'.
 ARGS ?=

@@ -7,13 +7,19 @@
 #          on 127.0.0.1:$TERDUT_DEV_PG_PORT (default 54329) and create database
 #          `terdut` if missing. Does nothing if it is already running.
 #   stop   fast shutdown of that server, if running.
-#   url    print the database URL, e.g.
-#          postgres://postgres@127.0.0.1:54329/terdut?sslmode=disable
+#   url    print the database URL, with the password, e.g.
+#          postgres://postgres:<password>@127.0.0.1:54329/terdut?sslmode=disable
 #
 # Uses the PostgreSQL server binaries on PATH or the newest ones in
-# /usr/lib/postgresql/*/bin (Debian's postgresql package). Trust auth on
-# loopback only: a development database, not for real data. As root, the
-# server runs as the system user postgres, which owns .dev/pgdata.
+# /usr/lib/postgresql/*/bin (Debian's postgresql package). A development
+# database, not for real data, but not open to every local user either: its
+# superuser needs a password (scram-sha-256, over loopback TCP and the socket
+# alike), made at initdb and kept in .dev/password (mode 600); a cluster of an
+# earlier version, which trusted every local connection, gets one at its next
+# start. As root, the server runs as the system user postgres, which owns
+# .dev/pgdata. Nothing outside .dev is changed: where postgres cannot reach
+# .dev through the checkout's parents (a checkout under /root), start says so
+# and stops.
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -21,7 +27,7 @@ port=${TERDUT_DEV_PG_PORT:-54329}
 data=$repo/.dev/pgdata
 run=$repo/.dev/run # unix socket and server log
 dbname=terdut
-url="postgres://postgres@127.0.0.1:$port/$dbname?sslmode=disable"
+pwfile=$repo/.dev/password
 
 die() { echo "devdb: $*" >&2; exit 1; }
 
@@ -39,19 +45,37 @@ as_server() {
   if [[ $(id -u) == 0 ]]; then runuser -u postgres -- "$@"; else "$@"; fi
 }
 
-# prepare: create the directories and, as root, hand them to postgres.
+# prepare: create the directories and, as root, hand them to postgres, which must reach
+# them through the checkout's parents: those are not ours to open up.
 prepare() {
   mkdir -p "$data" "$run"
-  chmod 700 "$data"
+  chmod 700 "$data" "$run"
   if [[ $(id -u) == 0 ]]; then
     id postgres >/dev/null 2>&1 || die "running as root needs the system user postgres (it comes with Debian's postgresql package)"
     chown -R postgres:postgres "$data" "$run"
-    local d=$repo/.dev
-    while [[ $d != / ]]; do # let postgres reach .dev/ through the parents
-      runuser -u postgres -- test -x "$d" || chmod o+x "$d"
-      d=$(dirname "$d")
-    done
+    runuser -u postgres -- test -x "$repo/.dev" ||
+      die "the postgres user cannot reach $repo/.dev: a parent of the checkout is closed to it (as /root is). devdb.sh changes nothing outside .dev: clone the repository where postgres can reach it, or set TERDUT_DATABASE_URL"
   fi
+}
+
+# password: the superuser's password, made once and kept in .dev/password (mode 600).
+password() {
+  if [[ ! -s $pwfile ]]; then
+    (umask 077 && od -An -tx1 -N24 /dev/urandom | tr -d ' \n' >"$pwfile.new" && mv -f "$pwfile.new" "$pwfile")
+  fi
+  cat "$pwfile"
+}
+
+url() { echo "postgres://postgres:$(password)@127.0.0.1:$port/$dbname?sslmode=disable"; }
+
+# secure: a cluster made by an earlier version trusted every local connection as its
+# superuser; give the superuser the password and ask for it from now on.
+secure() {
+  local hba=$data/pg_hba.conf
+  as_server grep -Eq '^[^#]*[[:space:]]trust[[:space:]]*$' "$hba" || return 0
+  "${psql[@]}" -c "ALTER ROLE postgres PASSWORD '$(password)'" >/dev/null
+  as_server sed -i -E 's/^([^#]*[[:space:]])trust[[:space:]]*$/\1scram-sha-256/' "$hba"
+  as_server "$(bin pg_ctl)" reload -D "$data" >/dev/null
 }
 
 running() {
@@ -61,8 +85,12 @@ running() {
 start() {
   if [[ ! -f $data/PG_VERSION ]]; then
     prepare
-    as_server "$(bin initdb)" -D "$data" --auth=trust --username=postgres -E UTF8 --no-locale >"$run/initdb.log" 2>&1 \
-      || { cat "$run/initdb.log" >&2; die "initdb failed"; }
+    # initdb reads the password from a file of the server's user, gone once it is done.
+    password >"$run/pwfile"
+    [[ $(id -u) != 0 ]] || chown postgres:postgres "$run/pwfile"
+    as_server "$(bin initdb)" -D "$data" --auth=scram-sha-256 --pwfile="$run/pwfile" --username=postgres -E UTF8 --no-locale >"$run/initdb.log" 2>&1 \
+      || { rm -f "$run/pwfile"; cat "$run/initdb.log" >&2; die "initdb failed"; }
+    rm -f "$run/pwfile"
   fi
   if ! running; then
     prepare
@@ -70,8 +98,9 @@ start() {
       -o "-p $port -k '$run' -c listen_addresses=127.0.0.1" >/dev/null \
       || { tail -n 20 "$run/postgres.log" >&2; die "server did not start; log: $run/postgres.log"; }
   fi
-  local psql=(psql -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$port" -U postgres -d postgres)
-  command -v psql >/dev/null || psql[0]=$(bin psql)
+  psql=(env PGPASSWORD="$(password)" psql -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$port" -U postgres -d postgres)
+  command -v psql >/dev/null || psql[2]=$(bin psql)
+  secure
   if [[ -z $("${psql[@]}" -tAc "SELECT 1 FROM pg_database WHERE datname = '$dbname'") ]]; then
     "${psql[@]}" -c "CREATE DATABASE $dbname" >/dev/null
   fi
@@ -87,6 +116,6 @@ stop() {
 case ${1:-} in
   start) start ;;
   stop) stop ;;
-  url) echo "$url" ;;
+  url) url ;;
   *) echo "usage: $0 start|stop|url" >&2; exit 2 ;;
 esac

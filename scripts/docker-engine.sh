@@ -12,6 +12,15 @@
 #   stop    Stops the private engine, if this script started one: dockerd by its PID (it stops
 #           its containers and its containerd), then any process still running from the
 #           state directory, then unmounts what is left under it. Leaves nothing running.
+#
+# The state directory is made by this script, atomically (mkdir fails on anything already
+# there, a symlink included), mode 700, with a marker inside; start and stop use it only when
+# it is still a directory, not a symlink, owned by the caller, mode 700 and marked, and refuse
+# any other (another user's, planted in the shared /tmp, or one made by hand), so that root
+# never writes, nor finds its engine's socket, through a path another user controls. The PID
+# file holds dockerd's PID, boot id and start time: stop signals that process only, never a
+# PID that a stale file names after the engine died and its number went to another process
+# (nor -1, "every process").
 #   env     Prints `export DOCKER_HOST=...` and `export TESTCONTAINERS_HOST_OVERRIDE=...`
 #           for the engine in use; eval it. Fails when no engine answers.
 #   status  Exits 0 when an engine answers.
@@ -24,10 +33,56 @@ set -euo pipefail
 dir=${TERDUT_DOCKER_DIR:-/tmp/terdut-docker}
 sock=$dir/docker.sock
 pidfile=$dir/dockerd.pid
+marker=$dir/.made-by-docker-engine.sh
 private_host=unix://$sock
 
 die() { echo "docker-engine: $*" >&2; exit 1; }
 say() { echo "docker-engine: $*" >&2; }
+
+# ours: the state directory is one this script made for this user: a directory, not a
+# symlink, owned by us, mode 700, holding the marker (only we can write into it).
+ours() {
+  [[ -d $dir && ! -L $dir ]] || return 1
+  [[ $(stat -c '%u %a' -- "$dir") == "$(id -u) 700" ]] || return 1
+  [[ -f $marker && ! -L $marker ]]
+}
+
+# make_dir: make the state directory, or check that the one there is ours; die otherwise.
+make_dir() {
+  if (umask 077 && mkdir -- "$dir" 2>/dev/null); then
+    chmod 700 -- "$dir"
+    : >"$marker"
+  fi
+  ours || die "refusing $dir: not a directory this script made (it must be a directory, not a symlink, owned by $(id -un), mode 700, marked); another user may have planted it. Remove it, or set TERDUT_DOCKER_DIR to a path of your own"
+}
+
+# proc_start PID: the process's start time since boot (field 22 of /proc/PID/stat), or fail.
+proc_start() {
+  local stat
+  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  stat=${stat##*) } # the fields after the command name, which may hold spaces and parentheses
+  set -- $stat
+  echo "${20}"
+}
+
+boot_id() { cat /proc/sys/kernel/random/boot_id; }
+
+# record PID: the line of started.pid for the process PID: its PID, boot id and start time.
+record() {
+  local start
+  start=$(proc_start "$1") || return 1
+  echo "$1 $(boot_id) $start"
+}
+
+# started_pid: the PID of the dockerd that started.pid records, if that very process still
+# runs (same boot, same PID, same start time); fails otherwise, and for anything but a PID.
+started_pid() {
+  local pid boot start
+  read -r pid boot start <"$dir/started.pid" || true
+  [[ $pid =~ ^[1-9][0-9]*$ && $pid -gt 1 && -n $boot && -n $start ]] || return 1
+  [[ $boot == "$(boot_id)" && $(proc_start "$pid") == "$start" ]] || return 1
+  echo "$pid"
+}
 
 # answers HOST: the engine at HOST (empty: the client's default) answers within 5 s.
 answers() {
@@ -47,7 +102,8 @@ host_in_use() {
     return 1
   fi
   if answers ""; then echo ""; return; fi
-  if [[ -S $sock ]] && answers "$private_host"; then echo "$private_host"; return; fi
+  # Only ours: a socket in a directory another user planted would be their engine.
+  if ours && [[ -S $sock ]] && answers "$private_host"; then echo "$private_host"; return; fi
   return 1
 }
 
@@ -98,6 +154,7 @@ start() {
   [[ -z ${DOCKER_HOST:-} ]] || die "DOCKER_HOST=$DOCKER_HOST does not answer; unset it to let this script start an engine"
   [[ $(id -u) == 0 ]] || die "no Docker engine answers; start one (dockerd needs root), or run this script as root"
   install_engine
+  make_dir
   mkdir -p "$dir/data" "$dir/exec"
   SECONDS=0
   # The dockerd here keeps its own everything; the default bridge it makes (docker0) is
@@ -108,7 +165,7 @@ start() {
     nohup dockerd --data-root "$dir/data" --exec-root "$dir/exec" -H "$private_host" \
     --pidfile "$pidfile" >"$dir/dockerd.log" 2>&1 </dev/null &
   local pid=$!
-  echo "$pid" >"$dir/started.pid"
+  record "$pid" >"$dir/started.pid" || die "dockerd exited at once; log: $dir/dockerd.log"
   for _ in $(seq 1 120); do
     if answers "$private_host"; then
       say "started dockerd $(dockerd --version | awk '{print $3}' | tr -d ,) (pid $pid) in ${SECONDS}s; state in $dir, log $dir/dockerd.log"
@@ -132,13 +189,16 @@ pids_under() {
 }
 
 stop() {
+  [[ -e $dir || -L $dir ]] || { say "no engine started by this script in $dir"; return; }
+  ours || die "refusing $dir: not a directory this script made; signalling nothing"
   [[ -f $dir/started.pid ]] || { say "no engine started by this script in $dir"; return; }
   local pid
-  pid=$(cat "$dir/started.pid")
-  if kill -0 "$pid" 2>/dev/null; then
+  if pid=$(started_pid); then
     kill -TERM "$pid"
-    for _ in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
-    kill -0 "$pid" 2>/dev/null && { say "dockerd $pid ignored TERM for 30s; killing it"; kill -KILL "$pid"; }
+    for _ in $(seq 1 60); do started_pid >/dev/null || break; sleep 0.5; done
+    if pid=$(started_pid); then say "dockerd $pid ignored TERM for 30s; killing it"; kill -KILL "$pid"; fi
+  else
+    say "the dockerd that $dir/started.pid names is gone (or the file is not this script's): signalling no PID from it"
   fi
   # containerd and its shims name the state directory in their arguments.
   local left

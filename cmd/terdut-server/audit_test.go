@@ -27,6 +27,8 @@ type auditOutput struct {
 		RequestID  string `json:"request_id"`
 		Detail     string
 		At         time.Time
+		// Added by issue 22 item 8: the client's X-Request-Id, beside the server's id.
+		ClientRequestID string `json:"client_request_id"`
 	}
 	NextBefore *int64 `json:"next_before"`
 }

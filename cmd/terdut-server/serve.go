@@ -41,7 +41,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		go warmOperatorIdentity(ctx, identity, log)
 	}
 	if tokens == nil && identity == nil {
-		log.Warn("no operator token configured (--operator-token-file) and no operator identity (--operator-oidc-issuer): anyone who reaches POST /api/bootstrap at the public URL's host or a loopback address can claim this install, and the claim cannot be reset over the API")
+		log.Warn("no operator token configured (--operator-token-file) and no operator identity (--operator-oidc-issuer): POST /api/bootstrap is open to every client on this machine (a loopback address; through --trusted-proxies, the client the proxy names): any local user or process, or a proxy here that --trusted-proxies does not name, can claim this install, and the claim cannot be reset over the API")
 	}
 	if cfg.OIDCIssuer != "" && !secureOrLoopbackPublicURL(cfg.PublicURL) {
 		log.Warn("single sign-on over plain http off loopback (--public-url): its state cookie cannot carry the __Host- prefix, so a sibling host can plant a state and sign a person in as someone else (login CSRF); use an https --public-url",

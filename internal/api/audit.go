@@ -22,11 +22,14 @@ type eventJSON struct {
 	RemoteAddr string    `json:"remote_addr"`
 	RequestID  string    `json:"request_id"`
 	Detail     string    `json:"detail"`
+	// ClientRequestID is the X-Request-Id the client sent: its word, beside the server's id.
+	ClientRequestID string `json:"client_request_id"`
 }
 
 func toEventJSON(e store.Event) eventJSON {
 	j := eventJSON{ID: e.ID, At: e.At, Event: e.Event, ActorKind: string(e.ActorKind), ActorName: e.ActorName,
-		TargetName: e.TargetName, RemoteAddr: e.RemoteAddr, RequestID: e.RequestID, Detail: e.Detail}
+		TargetName: e.TargetName, RemoteAddr: e.RemoteAddr, RequestID: e.RequestID, Detail: e.Detail,
+		ClientRequestID: e.ClientRequestID}
 	if e.ActorID != 0 {
 		j.ActorID = &e.ActorID
 	}

@@ -2,7 +2,6 @@ package api
 
 import (
 	"errors"
-	"log/slog"
 	"net"
 	"net/http"
 
@@ -33,7 +32,7 @@ func (s *server) handleBootstrapClaim() http.Handler {
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		proof := operatorFrom(r.Context())
-		res, err := s.store.Claim(r.Context(), proof.audit(r))
+		res, err := s.store.Claim(r.Context(), s.operatorAudit(r, proof))
 		switch {
 		case errors.Is(err, store.ErrAlreadyClaimed):
 			s.metrics.claims.WithLabelValues("already_completed").Inc()
@@ -47,8 +46,8 @@ func (s *server) handleBootstrapClaim() http.Handler {
 			return
 		}
 		s.log.InfoContext(r.Context(), "install claimed", "event", "bootstrap.claim", "outcome", outcomeSucceeded,
-			"request_id", requestID(r.Context()), "generation", res.Generation,
-			"principal_id", res.Principal.ID, "remote_addr", remoteHost(r), "operator", proof)
+			requestIDs(r.Context()), "generation", res.Generation,
+			"principal_id", res.Principal.ID, "remote_addr", s.clientAddr(r).String(), "operator", proof)
 		w.Header().Set("Cache-Control", "no-store")
 		writeJSON(w, http.StatusCreated, response{User: toUserJSON(res.Principal),
 			APIKey: toAPIKeyJSON(res.Key, res.Secret), Generation: res.Generation})
@@ -63,16 +62,16 @@ func (s *server) handleBootstrapReset() http.Handler {
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		proof := operatorFrom(r.Context())
-		res, err := s.store.Reset(r.Context(), proof.audit(r), s.opts.ResetLimit)
+		res, err := s.store.Reset(r.Context(), s.operatorAudit(r, proof), s.opts.ResetLimit)
 		if err != nil {
 			s.writeError(w, r, err)
 			return
 		}
 		s.metrics.resets.Inc()
 		s.log.WarnContext(r.Context(), "bootstrap claim reset", "event", "bootstrap.reset", "outcome", outcomeSucceeded,
-			"request_id", requestID(r.Context()), "generation", res.Generation,
-			"revoked_api_keys", res.RevokedAPIKeys, "revoked_sessions", res.RevokedSessions, "remote_addr", remoteHost(r),
-			"operator", proof)
+			requestIDs(r.Context()), "generation", res.Generation,
+			"revoked_api_keys", res.RevokedAPIKeys, "revoked_sessions", res.RevokedSessions,
+			"remote_addr", s.clientAddr(r).String(), "operator", proof)
 		w.Header().Set("Cache-Control", "no-store")
 		writeJSON(w, http.StatusOK, response{State: string(store.StatePending), Generation: res.Generation,
 			RevokedAPIKeys: res.RevokedAPIKeys})
@@ -86,7 +85,7 @@ func (s *server) refusePending(w http.ResponseWriter, r *http.Request, method st
 	if method == "oidc" {
 		name = "login.sso.refused"
 	}
-	s.event(r, name, outcomeRefused, slog.String("reason", "bootstrap_pending"))
+	s.refusedEvent(r, name, "bootstrap_pending")
 	if wantsHTML(r) {
 		w.Header().Set("Retry-After", "10")
 		s.renderPage(w, http.StatusServiceUnavailable, "pending.html", nil)

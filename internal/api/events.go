@@ -34,10 +34,22 @@ func (s *server) eventBy(r *http.Request, actor slog.Attr, name, outcome string,
 	if outcome != outcomeSucceeded {
 		level = slog.LevelWarn
 	}
-	all := make([]slog.Attr, 0, 5+len(attrs))
+	all := make([]slog.Attr, 0, 6+len(attrs))
 	all = append(all, slog.String("event", name), slog.String("outcome", outcome), actor,
-		slog.String("client_addr", s.clientAddr(r).String()), slog.String("request_id", requestID(r.Context())))
+		slog.String("client_addr", s.clientAddr(r).String()))
+	all = appendRequestIDs(all, r.Context())
 	s.log.LogAttrs(r.Context(), level, "security event", append(all, attrs...)...)
+}
+
+// refusedEvent logs the refusal of r for reason, a security event that anyone can cause
+// with nothing to show (a wrong operator token, a forged sign-on callback, a sign-in while
+// pending): at most one line a second for each event and reason on a replica (s.refusalLogs),
+// with suppressed, how many refusals it held back since its last line. Callers count every
+// refusal in a metric.
+func (s *server) refusedEvent(r *http.Request, name, reason string) {
+	if ok, suppressed := s.refusalLogs.Allow("event " + name + " " + reason); ok {
+		s.event(r, name, outcomeRefused, slog.String("reason", reason), slog.Int("suppressed", suppressed))
+	}
 }
 
 // actorAttr is who made r: the user it authenticated, the operator and how it proved itself,
@@ -77,7 +89,8 @@ func targetAttr(id int64, username string) slog.Attr {
 // row in audit_events, with r's actor. The row is written after the action, even if the client
 // has gone meanwhile; if it cannot be written, the log line (at ERROR) is the record.
 func (s *server) audit(r *http.Request, e store.Event, attrs ...slog.Attr) {
-	e.RemoteAddr, e.RequestID = s.clientAddr(r).String(), requestID(r.Context())
+	c := requestFrom(r.Context())
+	e.RemoteAddr, e.RequestID, e.ClientRequestID = s.clientAddr(r).String(), c.id[0], c.clientID
 	if e.ActorKind == "" {
 		if u := principalFrom(r.Context()).User; u.ID != 0 {
 			e.ActorKind, e.ActorID, e.ActorName = store.ActorKindUser, u.ID, u.Username

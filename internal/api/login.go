@@ -3,13 +3,11 @@ package api
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"net/http"
 	"strings"
 	"time"
 	"unicode/utf8"
 
-	"github.com/terdut-server/terdut-server/internal/logcap"
 	"github.com/terdut-server/terdut-server/internal/store"
 )
 
@@ -69,7 +67,7 @@ func (s *server) handleLogin() http.Handler {
 			return
 		case errors.As(err, &limited):
 			s.metrics.signinRefused.WithLabelValues("password", "rate_limited").Inc()
-			s.event(r, "login.locked_out", outcomeRefused, slog.String("username", logcap.String(name)))
+			s.event(r, "login.locked_out", outcomeRefused, s.nameTags.signInName(u, name))
 			fail(err)
 			return
 		case err != nil && !errors.Is(err, store.ErrNotFound):
@@ -92,7 +90,7 @@ func (s *server) handleLogin() http.Handler {
 		// request: nothing more to write.
 		if !ok {
 			s.metrics.signinRefused.WithLabelValues("password", "invalid_credentials").Inc()
-			s.event(r, "login.password.failed", outcomeFailed, slog.String("username", logcap.String(name)))
+			s.event(r, "login.password.failed", outcomeFailed, s.nameTags.signInName(u, name))
 			fail(errBadCredentials)
 			return
 		}
@@ -106,7 +104,7 @@ func (s *server) handleLogin() http.Handler {
 		case errors.Is(err, store.ErrNotFound):
 			// The password changed (or the user went) while it was being checked.
 			s.metrics.signinRefused.WithLabelValues("password", "invalid_credentials").Inc()
-			s.event(r, "login.password.failed", outcomeFailed, slog.String("username", logcap.String(name)))
+			s.event(r, "login.password.failed", outcomeFailed, s.nameTags.signInName(u, name))
 			fail(errBadCredentials)
 			return
 		case err != nil:

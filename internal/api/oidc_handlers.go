@@ -5,7 +5,6 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"errors"
-	"log/slog"
 	"maps"
 	"net/http"
 	"regexp"
@@ -93,7 +92,7 @@ func (s *server) handleOIDCCallback() http.Handler {
 				return
 			}
 			s.metrics.signinRefused.WithLabelValues("oidc", s.classify(err).Code).Inc()
-			s.event(r, "login.sso.refused", outcomeRefused, slog.String("reason", s.classify(err).Code))
+			s.refusedEvent(r, "login.sso.refused", s.classify(err).Code)
 			s.fail(w, r, err)
 			return
 		}

@@ -7,6 +7,7 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -39,6 +40,9 @@ var errOperatorCrossOrigin = &apiError{Status: http.StatusForbidden, Code: "cros
 var errOperatorHost = &apiError{Status: http.StatusForbidden, Code: "host_not_allowed",
 	Message: "With no operator authentication configured, the claim is accepted only at the host of --public-url or on a loopback address."}
 
+var errOperatorClientNotLocal = &apiError{Status: http.StatusForbidden, Code: "client_not_local",
+	Message: "With no operator authentication configured, the claim is accepted only from this machine (a loopback address); configure --operator-token-file, or run terdut-server bootstrap claim."}
+
 // operatorProof is how a request to an operator endpoint proved that it came from the
 // operator. Its LogValue shows the method and the identity, never a token.
 type operatorProof struct {
@@ -54,9 +58,12 @@ func operatorFrom(ctx context.Context) operatorProof {
 	return p
 }
 
-func (p operatorProof) audit(r *http.Request) store.AuditInfo {
-	return store.AuditInfo{Actor: store.ActorOperator, RemoteAddr: remoteHost(r), Method: p.Method,
-		Subject: p.Subject, Pod: p.Pod}
+// audit is who made r, for the claim's and reset's audit rows: the operator, the client's
+// address (through --trusted-proxies) and the request's ids, as every audit row has them.
+func (s *server) operatorAudit(r *http.Request, p operatorProof) store.AuditInfo {
+	c := requestFrom(r.Context())
+	return store.AuditInfo{Actor: store.ActorOperator, RemoteAddr: s.clientAddr(r).String(), Method: p.Method,
+		Subject: p.Subject, Pod: p.Pod, RequestID: c.id[0], ClientRequestID: c.clientID}
 }
 
 // LogValue logs the method and, for a service-account token, the identity.
@@ -73,8 +80,10 @@ func (p operatorProof) LogValue() slog.Value {
 
 // requireOperator admits only the operator: a token of --operator-token-file or a
 // service-account token that the --operator-oidc-* issuer signed for an allowed subject.
-// When open is true and neither is configured, everyone is admitted (the claim on an
-// install without an operator), but only at the public URL's host or a loopback address.
+// When open is true and neither is configured, a client on this machine is admitted (the
+// claim on an install without an operator): its address, and the peer's, must be loopback
+// (the Host header, which any client writes as it likes, proves nothing of where it is), and
+// the Host must be the public URL's host or a loopback name, against DNS rebinding.
 // Whatever is configured, a body must be JSON (or absent) and browsers' cross-site requests
 // are refused, so that no web page can make a visitor's browser claim or reset the install.
 func (s *server) requireOperator(open bool, next http.Handler) http.Handler {
@@ -94,6 +103,8 @@ func (s *server) requireOperator(open bool, next http.Handler) http.Handler {
 				s.writeError(w, r, errOperatorTokenNotConfigured)
 			case !s.localOrPublicHost(r):
 				s.writeError(w, r, errOperatorHost)
+			case !s.localClient(r):
+				s.writeError(w, r, errOperatorClientNotLocal)
 			default:
 				next.ServeHTTP(w, withOperator(r, operatorProof{Method: store.AuthNone}))
 			}
@@ -124,10 +135,16 @@ func (s *server) requireOperator(open bool, next http.Handler) http.Handler {
 						"suppressed", suppressed)
 				}
 			default:
-				s.metrics.operatorIdentityRefusals.WithLabelValues("issuer_unavailable").Inc()
-				if ok, suppressed := s.refusalLogs.Allow("issuer_unavailable"); ok {
-					s.log.ErrorContext(r.Context(), "operator service-account token not verified", "err", err,
-						"remote_addr", remoteHost(r), "suppressed", suppressed)
+				// A key not yet read is not the issuer's outage, but neither is it a wrong
+				// token: the 503 tells the operator, whose key may be new, to retry shortly,
+				// where a 401 would make it back off long.
+				label, level, msg := "issuer_unavailable", slog.LevelError, "operator service-account token not verified"
+				if errors.Is(err, opjwt.ErrKeyNotYetRead) {
+					label, level, msg = "key_not_yet_read", slog.LevelWarn, "operator service-account token names a key not yet read: answered 503"
+				}
+				s.metrics.operatorIdentityRefusals.WithLabelValues(label).Inc()
+				if ok, suppressed := s.refusalLogs.Allow(label); ok {
+					s.log.Log(r.Context(), level, msg, "err", err, "remote_addr", remoteHost(r), "suppressed", suppressed)
 				}
 				s.writeError(w, r, errOperatorIdentityUnavailable)
 				return
@@ -137,9 +154,7 @@ func (s *server) requireOperator(open bool, next http.Handler) http.Handler {
 		// Anyone can send a wrong token: like the refusals above, its security event is
 		// written at most once a second for each reason on a replica, saying how many it
 		// stands for, while the metric counts every one.
-		if ok, suppressed := s.refusalLogs.Allow("event " + reason); ok {
-			s.event(r, "operator.refused", outcomeRefused, slog.String("reason", reason), slog.Int("suppressed", suppressed))
-		}
+		s.refusedEvent(r, "operator.refused", reason)
 		s.writeError(w, r, errBadOperatorToken)
 	})
 }
@@ -157,6 +172,14 @@ func jsonOrNoBody(r *http.Request) bool {
 	}
 	mt, _, err := mime.ParseMediaType(ct)
 	return err == nil && mt == "application/json"
+}
+
+// localClient reports whether r comes from this machine: its peer has a loopback address,
+// and so has the client that peer forwards for, when --trusted-proxies names the peer (a
+// proxy on this machine forwarding for someone elsewhere is not local).
+func (s *server) localClient(r *http.Request) bool {
+	peer, err := netip.ParseAddrPort(r.RemoteAddr)
+	return err == nil && peer.Addr().Unmap().IsLoopback() && s.clientAddr(r).IsLoopback()
 }
 
 // localOrPublicHost reports whether the request's Host is the public URL's host or a

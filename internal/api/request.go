@@ -18,7 +18,7 @@ type handler struct {
 	routing sync.Pool // of *chi.Context, reused as chi.Mux reuses its own
 	// access, when not nil, gets a line for every request (see accessLog).
 	access *slog.Logger
-	ids    *requestIDs
+	ids    *requestIDGen
 }
 
 func newHandler(mux *chi.Mux, m *metrics) *handler {
@@ -38,7 +38,10 @@ type requestContext struct {
 	routing *chi.Context
 	w       statusWriter
 	p       principal // the zero principal until requireUser sets it
-	id      [1]string // the request's id: the client's X-Request-Id, or one made here
+	id      [1]string // the request's id, always the server's own
+	// clientID is the client's X-Request-Id when it is a plain token (validRequestID), else
+	// "": kept beside id, marked as the client's, never in its place.
+	clientID string
 }
 
 type requestKey struct{}
@@ -59,7 +62,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	routing.Reset()
 	routing.Routes = h.mux
 	c := &requestContext{Context: r.Context(), routing: routing, w: statusWriter{ResponseWriter: w, status: http.StatusOK},
-		id: [1]string{h.ids.of(r)}}
+		id: [1]string{h.ids.next()}, clientID: clientRequestID(r)}
 	// The answer names the request; its header value is the id's own array, not a slice made
 	// for it (a Header's values are replaced or appended to, never written in place).
 	w.Header()["X-Request-Id"] = c.id[:]
@@ -82,10 +85,31 @@ func withPrincipal(r *http.Request, p principal) {
 	r.Context().Value(requestKey{}).(*requestContext).p = p
 }
 
-// requestID returns the id of the request whose context ctx is, or "" outside a request.
-func requestID(ctx context.Context) string {
+// requestFrom returns the requestContext of the request whose context ctx is; outside a
+// request, an empty one.
+func requestFrom(ctx context.Context) *requestContext {
 	if c, ok := ctx.Value(requestKey{}).(*requestContext); ok {
-		return c.id[0]
+		return c
 	}
-	return ""
+	return &requestContext{}
+}
+
+// requestID returns the server's id of the request whose context ctx is, or "" outside a
+// request.
+func requestID(ctx context.Context) string { return requestFrom(ctx).id[0] }
+
+// appendRequestIDs appends to a log line's attributes the request's id (request_id, the
+// server's) and, when the client sent one, client_request_id.
+func appendRequestIDs(attrs []slog.Attr, ctx context.Context) []slog.Attr {
+	c := requestFrom(ctx)
+	attrs = append(attrs, slog.String("request_id", c.id[0]))
+	if c.clientID != "" {
+		attrs = append(attrs, slog.String("client_request_id", c.clientID))
+	}
+	return attrs
+}
+
+// requestIDs is the request's ids as one attribute list for a log call's arguments.
+func requestIDs(ctx context.Context) slog.Attr {
+	return slog.Attr{Key: "", Value: slog.GroupValue(appendRequestIDs(nil, ctx)...)}
 }

@@ -112,8 +112,9 @@ type server struct {
 	addresses   *addressLimiter
 	checks      *checkSlots
 	cookieName  string          // of the session cookie
-	refusalLogs *logcap.PerKey  // bounds the lines refusals on the operator endpoints write, by reason
+	refusalLogs *logcap.PerKey  // bounds the lines of refusals anyone can cause, by event and reason
 	overloadLog *logcap.Limiter // bounds the lines of refused password checks
+	nameTags    nameTagger      // names an unknown username in a log line without writing it
 }
 
 // NewServer returns the HTTP handler for every endpoint (see routes.go).
@@ -132,7 +133,7 @@ func NewSplitServer(st Store, opts Options) (people, operator http.Handler) {
 
 func newServer(st Store, opts Options) *server {
 	s := &server{store: st, opts: opts, log: opts.Logger, passwords: opts.Passwords,
-		crossOrigin: http.NewCrossOriginProtection()}
+		crossOrigin: http.NewCrossOriginProtection(), nameTags: newNameTagger()}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}

@@ -31,7 +31,8 @@ const maxDocBytes = 1 << 20
 const maxKeyAge = time.Hour
 
 // keySet is the issuer's signing keys, fetched through its discovery document and
-// refetched when a token names a key it does not hold, at most once per MinRefresh. No lock
+// refetched when a token names a key it does not hold, at most once per MinRefresh (a token
+// of a key not held within MinRefresh of the last read is ErrKeyNotYetRead, not refused). No lock
 // is held across a fetch: the keys are read from an atomic pointer, so a token of a known key
 // never waits for one, however long the issuer takes to answer.
 type keySet struct {
@@ -168,7 +169,11 @@ func (st *keyState) cached(kid string, alg jose.SignatureAlgorithm, minRefresh t
 		if st.lastErr != nil {
 			return nil, false, fmt.Errorf("%w: the last try failed less than %s ago: %v", ErrUnavailable, minRefresh, st.lastErr)
 		}
-		return nil, false, refuse(ReasonUnknownKey, "the issuer has no key %q for %s", logcap.String(kid), alg)
+		// Refusing here (401) would tell the operator, whose first token after a rotation a
+		// flood of unknown kids can land here, that its token is wrong: it backs off long.
+		// The key may be new; only a read made for it can say it is not there.
+		return nil, false, fmt.Errorf("%w: %w: no key %q for %s in the keys read %s ago; they are read again at most once per %s",
+			ErrUnavailable, ErrKeyNotYetRead, logcap.String(kid), alg, time.Since(st.lastFetch).Round(time.Millisecond), minRefresh)
 	}
 	return found, true, nil
 }

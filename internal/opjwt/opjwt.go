@@ -111,6 +111,12 @@ func (e *RefusedError) Error() string { return "operator identity refused: " + e
 // verified nor refused.
 var ErrUnavailable = errors.New("the operator identity issuer's keys cannot be read")
 
+// ErrKeyNotYetRead, always with ErrUnavailable, means the token names a key that the keys
+// read last, less than MinRefresh ago, did not hold: the issuer may have added it since (a
+// rotation), and the keys are not read again before MinRefresh has passed, so the token can
+// be neither verified nor refused yet. Try again shortly.
+var ErrKeyNotYetRead = errors.New("a key the keys read last did not hold")
+
 func refuse(reason, format string, args ...any) error {
 	return &RefusedError{Reason: reason, Detail: fmt.Sprintf(format, args...)}
 }

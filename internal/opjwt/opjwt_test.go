@@ -86,7 +86,9 @@ func TestVerify_Accepted(t *testing.T) {
 func TestVerify_Refused(t *testing.T) {
 	is := satest.New(t, satest.Options{})
 	other := satest.New(t, satest.Options{})
-	v := mustVerifier(t, is, nil)
+	// Each unknown key is refused after a read made for it: within MinRefresh of the last
+	// read it would be ErrKeyNotYetRead (TestVerify_RotationAmidUnknownKeyFlood).
+	v := mustVerifier(t, is, func(c *opjwt.Config) { c.MinRefresh = time.Nanosecond })
 	now := time.Now().Truncate(time.Second)
 	with := func(f func(*satest.Claims)) satest.Claims {
 		c := operatorClaims()
@@ -177,8 +179,8 @@ func TestVerify_RefreshRateLimited(t *testing.T) {
 	for i := range 50 {
 		wg.Go(func() {
 			token := satest.SignWith(t, jose.ES256, key, "unknown-"+string(rune('a'+i%26)), is.Payload(operatorClaims()))
-			if _, err := v.Verify(t.Context(), token); err == nil {
-				t.Error("a token of an unknown key: got accepted, want refused")
+			if _, err := v.Verify(t.Context(), token); !errors.Is(err, opjwt.ErrKeyNotYetRead) {
+				t.Errorf("a token of an unknown key within MinRefresh: got %v, want ErrKeyNotYetRead", err)
 			}
 		})
 	}
@@ -474,5 +476,45 @@ func TestVerify_CallerLeavingDoesNotFailTheFetch(t *testing.T) {
 	}
 	if n := is.JWKSFetches(); n != 1 {
 		t.Fatalf("JWKS fetches: got %d, want 1", n)
+	}
+}
+
+// TestVerify_RotationAmidUnknownKeyFlood: a flood of tokens naming keys the issuer does not
+// have, which fetches the keys at most once per MinRefresh, must not make the operator's
+// first token after a real rotation read as a wrong token (401, which the operator takes as
+// a long back-off): within MinRefresh of the last read, a key not held cannot be told from a
+// key the issuer added since, so the answer is "unavailable, try again shortly" (503), and
+// once the keys may be read again the token is accepted. A key absent from a read made for
+// it is still refused.
+func TestVerify_RotationAmidUnknownKeyFlood(t *testing.T) {
+	is := satest.New(t, satest.Options{})
+	const minRefresh = time.Second
+	v := mustVerifier(t, is, func(c *opjwt.Config) { c.MinRefresh = minRefresh })
+	stranger, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unknown := satest.SignWith(t, jose.ES256, stranger, "flood", is.Payload(operatorClaims()))
+	var refused *opjwt.RefusedError
+	if _, err := v.Verify(t.Context(), unknown); !errors.As(err, &refused) || refused.Reason != opjwt.ReasonUnknownKey {
+		t.Fatalf("an unknown key, the keys read for it: got %v, want refused for unknown_key", err)
+	}
+	for range 20 {
+		if _, err := v.Verify(t.Context(), unknown); err == nil {
+			t.Fatal("an unknown key: got accepted")
+		}
+	}
+	is.RotateRSA(t)
+	start := time.Now()
+	_, err = v.Verify(t.Context(), is.Sign(t, operatorClaims()))
+	if time.Since(start) < minRefresh && (errors.As(err, &refused) || !errors.Is(err, opjwt.ErrUnavailable)) {
+		t.Fatalf("the operator's token of the new key within MinRefresh of the last read: got %v, want ErrUnavailable (503, retry shortly), not a refusal (401)", err)
+	}
+	if got := is.JWKSFetches(); got != 1 {
+		t.Errorf("JWKS fetches: got %d, want 1 (the flood within MinRefresh fetches nothing)", got)
+	}
+	time.Sleep(time.Until(start.Add(minRefresh)))
+	if _, err := v.Verify(t.Context(), is.Sign(t, operatorClaims())); err != nil {
+		t.Fatalf("the operator's token of the new key past MinRefresh: got %v, want accepted", err)
 	}
 }

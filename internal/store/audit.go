@@ -35,8 +35,11 @@ type Event struct {
 	TargetID   int64  // the user acted on; 0: none
 	TargetName string
 	RemoteAddr string
-	RequestID  string
+	RequestID  string // the server's id of the request
 	Detail     string
+	// ClientRequestID is the X-Request-Id the client sent, if any: the client's word, beside
+	// the server's RequestID, never in its place.
+	ClientRequestID string
 }
 
 // AppendEvent writes e (its ID and At are the database's). Text fields are cut to the
@@ -51,9 +54,9 @@ type execer interface {
 
 func insertEvent(ctx context.Context, db execer, e Event) error {
 	_, err := db.Exec(ctx, `INSERT INTO audit_events (event, actor_kind, actor_id, actor_name, target_id,
-		target_name, remote_addr, request_id, detail) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+		target_name, remote_addr, request_id, detail, client_request_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
 		e.Event, e.ActorKind, nullID(e.ActorID), clip(e.ActorName, 512), nullID(e.TargetID), clip(e.TargetName, 512),
-		clip(e.RemoteAddr, 64), clip(e.RequestID, 64), clip(e.Detail, 1024))
+		clip(e.RemoteAddr, 64), clip(e.RequestID, 64), clip(e.Detail, 1024), clip(e.ClientRequestID, 64))
 	return err
 }
 
@@ -98,7 +101,7 @@ func (s *Store) Events(ctx context.Context, q EventQuery) ([]Event, error) {
 		add("event = $%d", q.Event)
 	}
 	rows, err := s.pool.Query(ctx, `SELECT id, at, event, actor_kind, coalesce(actor_id, 0), actor_name,
-		coalesce(target_id, 0), target_name, remote_addr, request_id, detail
+		coalesce(target_id, 0), target_name, remote_addr, request_id, detail, client_request_id
 		FROM audit_events WHERE `+strings.Join(where, " AND ")+` ORDER BY id DESC LIMIT $1`, args...)
 	if err != nil {
 		return nil, wrap(err, "read audit events")
@@ -144,14 +147,17 @@ func (s *Store) SweepEvents(ctx context.Context, retention time.Duration) (int64
 func appendClaimEvent(ctx context.Context, tx pgx.Tx, action string, who AuditInfo, gen int64, st State, detail string) error {
 	e := eventOf(action, who, gen, st, detail)
 	_, err := tx.Exec(ctx, `INSERT INTO audit_events (event, actor_kind, actor_name, target_id, target_name,
-		remote_addr, detail) SELECT $1, $2, $3, principal_id, $4, $5, $6 FROM bootstrap_state`,
-		e.Event, e.ActorKind, clip(e.ActorName, 512), PrincipalUsername, clip(e.RemoteAddr, 64), clip(e.Detail, 1024))
+		remote_addr, detail, request_id, client_request_id) SELECT $1, $2, $3, principal_id, $4, $5, $6, $7, $8
+		FROM bootstrap_state`,
+		e.Event, e.ActorKind, clip(e.ActorName, 512), PrincipalUsername, clip(e.RemoteAddr, 64), clip(e.Detail, 1024),
+		clip(e.RequestID, 64), clip(e.ClientRequestID, 64))
 	return wrap(err, "write audit event")
 }
 
 // eventOf is the audit_events row of a claim or reset, written beside its bootstrap_audit row.
 func eventOf(action string, who AuditInfo, gen int64, st State, detail string) Event {
-	e := Event{Event: "bootstrap." + action, RemoteAddr: who.RemoteAddr}
+	e := Event{Event: "bootstrap." + action, RemoteAddr: who.RemoteAddr, RequestID: who.RequestID,
+		ClientRequestID: who.ClientRequestID}
 	switch who.Actor {
 	case ActorOperator:
 		e.ActorKind, e.ActorName = ActorKindOperator, string(who.Method)

@@ -63,6 +63,10 @@ type AuditInfo struct {
 	Method     AuthMethod // how the operator proved itself; "" for the CLI
 	Subject    string     // the service account's subject, for AuthServiceAccount
 	Pod        string     // the pod the token was bound to, when it was
+	// RequestID and ClientRequestID name the HTTP request, as audit_events does for every
+	// other action: the server's id and the client's X-Request-Id. Empty for the CLI.
+	RequestID       string
+	ClientRequestID string
 }
 
 // ClaimResult is what a claim hands back: the principal, its new key and the secret, shown once.

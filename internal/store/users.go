@@ -228,8 +228,8 @@ var userForSignIn = `
 // guessing and the lookup in one round trip, the same whether or not the user exists. With the gate on
 // it returns ErrBootstrapPending while the install is unclaimed. With a limit it reserves the
 // check first, under a lock on the username that every replica shares: past limit.Max checks
-// reserved for the username within limit.Window it returns *RateLimitedError, however many
-// arrive at once. The reserved Attempt counts as a failed guess until it is released (by
+// reserved for the username within limit.Window it returns *RateLimitedError (with the user
+// who has the name, if any, for the log line), however many arrive at once. The reserved Attempt counts as a failed guess until it is released (by
 // CreatePasswordSession or ReleaseAttempt); it is returned with ErrNotFound too, as a name
 // that does not exist is throttled like one that does. CreateSession and
 // CreatePasswordSession take the gate's binding decision.
@@ -248,7 +248,7 @@ func (s *Store) UserForSignIn(ctx context.Context, username string, gate Gate, l
 	case !open:
 		return User{}, "", Attempt{}, ErrBootstrapPending
 	case !admitted:
-		return User{}, "", Attempt{}, &RateLimitedError{RetryAfter: max(retry, time.Second)}
+		return u, "", Attempt{}, &RateLimitedError{RetryAfter: max(retry, time.Second)}
 	case u.ID == 0:
 		return User{}, "", a, ErrNotFound
 	case hash == nil:

@@ -1,0 +1,151 @@
+package scripts
+
+import (
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// devCheckout copies scripts/devdb.sh into a checkout at root/repo and returns the copy's
+// path; the cluster it starts lives under root/repo/.dev and is stopped when the test ends.
+func devCheckout(t *testing.T, root string) (script string, env []string) {
+	t.Helper()
+	src, err := os.ReadFile("devdb.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	script = filepath.Join(root, "repo", "scripts", "devdb.sh")
+	if err := os.MkdirAll(filepath.Dir(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(script, src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	env = append(os.Environ(), "TERDUT_DEV_PG_PORT="+strconv.Itoa(port))
+	t.Cleanup(func() {
+		cmd := exec.Command(script, "stop")
+		cmd.Env = env
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Logf("devdb.sh stop: %v\n%s", err, out)
+		}
+	})
+	return script, env
+}
+
+func runDevDB(t *testing.T, script string, env []string, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(script, args...)
+	cmd.Env = env
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// openTempDir is a temporary directory that every user may search, through its parents
+// (go test makes them 700): the test's own, opened by the test.
+func openTempDir(t *testing.T) string {
+	t.Helper()
+	base := t.TempDir()
+	for _, d := range []string{base, filepath.Dir(base)} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return base
+}
+
+func asRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Fatal("scripts/devdb.sh's root path is what this tests: run it as root (CI does)")
+	}
+}
+
+// TestDevDB_TouchesNothingOutsideDev: as root, devdb.sh changes nothing outside .dev: it
+// used to run chmod o+x on every parent of the checkout that the postgres user could not
+// search (/root included) and leave it so. Where postgres cannot reach .dev, it now says so
+// and stops.
+func TestDevDB_TouchesNothingOutsideDev(t *testing.T) {
+	asRoot(t)
+	base := openTempDir(t)
+	home := filepath.Join(base, "home")
+	if err := os.Mkdir(home, 0o700); err != nil { // as /root is
+		t.Fatal(err)
+	}
+	script, env := devCheckout(t, home)
+	out, err := runDevDB(t, script, env, "start")
+	fi, serr := os.Stat(home)
+	if serr != nil {
+		t.Fatal(serr)
+	}
+	if mode := fi.Mode().Perm(); mode != 0o700 {
+		t.Errorf("the checkout's parent: got mode %o after devdb.sh start, want 700 as it was", mode)
+	}
+	if err == nil || !strings.Contains(out, "cannot reach") {
+		t.Errorf("start where postgres cannot reach .dev: got %v, want a failure that says why; output:\n%s", err, out)
+	}
+}
+
+// TestDevDB_NoSuperuserForEveryone: the development cluster does not trust every local
+// connection as its superuser: another local user, over TCP on loopback or the socket, gets
+// nowhere without the password kept in .dev; the URL that `url` prints works.
+func TestDevDB_NoSuperuserForEveryone(t *testing.T) {
+	asRoot(t)
+	base := openTempDir(t)
+	script, env := devCheckout(t, base)
+	if out, err := runDevDB(t, script, env, "start"); err != nil {
+		t.Fatalf("devdb.sh start: %v\n%s", err, out)
+	}
+	url, err := runDevDB(t, script, env, "url")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url = strings.TrimSpace(url)
+	psql, err := exec.LookPath("psql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := strings.TrimPrefix(env[len(env)-1], "TERDUT_DEV_PG_PORT=")
+	run := filepath.Join(base, "repo", ".dev", "run")
+	refused := func(when string) {
+		t.Helper()
+		for _, host := range []string{"127.0.0.1", run} {
+			cmd := exec.Command("runuser", "-u", "nobody", "--", psql, "-X", "-w", "-h", host, "-p", port, "-U", "postgres",
+				"-d", "terdut", "-tAc", "SELECT current_user")
+			cmd.Env = append(os.Environ(), "PGPASSWORD=", "PGPASSFILE=/nonexistent")
+			if out, err := cmd.CombinedOutput(); err == nil {
+				t.Errorf("%s: another local user at %s as postgres, with no password: got in (%s), want refused",
+					when, host, strings.TrimSpace(string(out)))
+			}
+		}
+	}
+	refused("a new cluster")
+	// A cluster of an earlier devdb.sh trusted every local connection: the next start closes it.
+	hba := filepath.Join(base, "repo", ".dev", "pgdata", "pg_hba.conf")
+	conf, err := os.ReadFile(hba)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(hba, []byte(strings.ReplaceAll(string(conf), "scram-sha-256", "trust")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := runDevDB(t, script, env, "stop"); err != nil {
+		t.Fatalf("devdb.sh stop: %v\n%s", err, out)
+	}
+	if out, err := runDevDB(t, script, env, "start"); err != nil {
+		t.Fatalf("devdb.sh start over a trusting cluster: %v\n%s", err, out)
+	}
+	refused("an earlier cluster, started again")
+	if out, err := exec.Command(psql, "-X", "-w", url, "-tAc", "SELECT 1").CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != "1" {
+		t.Errorf("psql with the URL devdb.sh url prints: got %v %s, want 1", err, out)
+	}
+}
