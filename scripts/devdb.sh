@@ -17,17 +17,22 @@
 # alike), made at initdb and kept in .dev/password (mode 600); a cluster of an
 # earlier version, which trusted every local connection, gets one at its next
 # start. As root, the server runs as the system user postgres, which owns
-# .dev/pgdata. Nothing outside .dev is changed: where postgres cannot reach
-# .dev through the checkout's parents (a checkout under /root), start says so
-# and stops.
+# .dev/pgdata. No permission outside .dev is changed: where postgres cannot reach
+# .dev through the checkout's parents (a checkout under /root), the cluster lives
+# instead in a directory of its own, made private to postgres, under /var/tmp
+# ($TERDUT_DEV_PG_OUTSIDE) and named by the checkout, recorded in
+# .dev/cluster-dir; the password stays in .dev.
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 port=${TERDUT_DEV_PG_PORT:-54329}
-data=$repo/.dev/pgdata
-run=$repo/.dev/run # unix socket and server log
 dbname=terdut
 pwfile=$repo/.dev/password
+record=$repo/.dev/cluster-dir # where the cluster lives when it is not in .dev
+cluster=$repo/.dev
+[[ -s $record ]] && cluster=$(cat "$record")
+data=$cluster/pgdata
+run=$cluster/run # unix socket and server log
 
 die() { echo "devdb: $*" >&2; exit 1; }
 
@@ -46,16 +51,40 @@ as_server() {
 }
 
 # prepare: create the directories and, as root, hand them to postgres, which must reach
-# them through the checkout's parents: those are not ours to open up.
+# them through the checkout's parents: those are not ours to open up, so behind a closed one
+# the cluster moves to a directory of its own (see outside).
 prepare() {
+  mkdir -p "$repo/.dev"
+  chmod 700 "$repo/.dev"
+  if [[ $(id -u) == 0 ]]; then
+    id postgres >/dev/null 2>&1 || die "running as root needs the system user postgres (it comes with Debian's postgresql package)"
+    if [[ $cluster == "$repo/.dev" ]] && ! runuser -u postgres -- test -x "$repo" 2>/dev/null; then
+      outside
+    fi
+  fi
   mkdir -p "$data" "$run"
   chmod 700 "$data" "$run"
   if [[ $(id -u) == 0 ]]; then
-    id postgres >/dev/null 2>&1 || die "running as root needs the system user postgres (it comes with Debian's postgresql package)"
     chown -R postgres:postgres "$data" "$run"
-    runuser -u postgres -- test -x "$repo/.dev" ||
-      die "the postgres user cannot reach $repo/.dev: a parent of the checkout is closed to it (as /root is). devdb.sh changes nothing outside .dev: clone the repository where postgres can reach it, or set TERDUT_DATABASE_URL"
+    [[ $cluster != "$repo/.dev" ]] || chown postgres:postgres "$repo/.dev"
   fi
+}
+
+# outside: the cluster's directory when postgres cannot reach the checkout (as root under
+# /root): made here and now (mkdir fails on anything already there, a link included), private
+# to postgres, and recorded in .dev so that stop and url find it; one whose owner or mode is
+# not that is refused.
+outside() {
+  local base=${TERDUT_DEV_PG_OUTSIDE:-/var/tmp} dir
+  dir=$base/terdut-devdb-$(printf '%s' "$repo" | sha256sum | cut -c1-16)
+  if ! mkdir -m 700 "$dir" 2>/dev/null; then
+    [[ -d $dir && ! -L $dir && $(stat -c '%U %a' "$dir") == "postgres 700" ]] ||
+      die "$dir exists and is not a private directory of postgres: remove it, or set TERDUT_DATABASE_URL"
+  fi
+  chown postgres:postgres "$dir"
+  echo "$dir" >"$record"
+  cluster=$dir data=$dir/pgdata run=$dir/run
+  echo "devdb: the postgres user cannot reach $repo (a parent is closed to it, as /root is); the cluster lives in $dir" >&2
 }
 
 # password: the superuser's password, made once and kept in .dev/password (mode 600).
@@ -86,7 +115,7 @@ start() {
   if [[ ! -f $data/PG_VERSION ]]; then
     prepare
     # initdb reads the password from a file of the server's user, gone once it is done.
-    password >"$run/pwfile"
+    (umask 077 && password >"$run/pwfile")
     [[ $(id -u) != 0 ]] || chown postgres:postgres "$run/pwfile"
     as_server "$(bin initdb)" -D "$data" --auth=scram-sha-256 --pwfile="$run/pwfile" --username=postgres -E UTF8 --no-locale >"$run/initdb.log" 2>&1 \
       || { rm -f "$run/pwfile"; cat "$run/initdb.log" >&2; die "initdb failed"; }

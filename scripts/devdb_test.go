@@ -1,6 +1,8 @@
 package scripts
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"net"
 	"os"
 	"os/exec"
@@ -70,10 +72,11 @@ func asRoot(t *testing.T) {
 	}
 }
 
-// TestDevDB_TouchesNothingOutsideDev: as root, devdb.sh changes nothing outside .dev: it
+// TestDevDB_TouchesNothingOutsideDev: as root, devdb.sh opens no directory outside .dev: it
 // used to run chmod o+x on every parent of the checkout that the postgres user could not
-// search (/root included) and leave it so. Where postgres cannot reach .dev, it now says so
-// and stops.
+// search (/root included) and leave it so. Where postgres cannot reach the checkout, the
+// cluster lives in a private directory of postgres's instead (under $TERDUT_DEV_PG_OUTSIDE,
+// /var/tmp by default), recorded in .dev, and `make run` still gets a working database.
 func TestDevDB_TouchesNothingOutsideDev(t *testing.T) {
 	asRoot(t)
 	base := openTempDir(t)
@@ -81,8 +84,14 @@ func TestDevDB_TouchesNothingOutsideDev(t *testing.T) {
 	if err := os.Mkdir(home, 0o700); err != nil { // as /root is
 		t.Fatal(err)
 	}
+	outside := shortTempDir(t)
 	script, env := devCheckout(t, home)
+	env = append(env, "TERDUT_DEV_PG_OUTSIDE="+outside)
 	out, err := runDevDB(t, script, env, "start")
+	if err != nil {
+		t.Fatalf("start behind a parent closed to postgres: %v\n%s", err, out)
+	}
+	t.Cleanup(func() { _, _ = runDevDB(t, script, env, "stop") })
 	fi, serr := os.Stat(home)
 	if serr != nil {
 		t.Fatal(serr)
@@ -90,8 +99,59 @@ func TestDevDB_TouchesNothingOutsideDev(t *testing.T) {
 	if mode := fi.Mode().Perm(); mode != 0o700 {
 		t.Errorf("the checkout's parent: got mode %o after devdb.sh start, want 700 as it was", mode)
 	}
-	if err == nil || !strings.Contains(out, "cannot reach") {
-		t.Errorf("start where postgres cannot reach .dev: got %v, want a failure that says why; output:\n%s", err, out)
+	recorded, err := os.ReadFile(filepath.Join(home, "repo", ".dev", "cluster-dir"))
+	if err != nil || !strings.HasPrefix(string(recorded), outside+"/terdut-devdb-") {
+		t.Fatalf("the cluster's directory: got %q, %v, want one under %s recorded in .dev", recorded, err, outside)
+	}
+	dir := strings.TrimSpace(string(recorded))
+	if st, err := os.Lstat(dir); err != nil || !st.IsDir() || st.Mode().Perm() != 0o700 {
+		t.Errorf("the cluster's directory %s: got %v, %v, want a directory of mode 700", dir, st, err)
+	}
+	url, err := runDevDB(t, script, env, "url")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q, err := exec.Command("psql", "-X", "-tAc", "SELECT 1", strings.TrimSpace(url)).CombinedOutput(); err != nil || strings.TrimSpace(string(q)) != "1" {
+		t.Errorf("the printed URL: got %q, %v, want a database that answers", q, err)
+	}
+}
+
+// shortTempDir is a directory every user may enter, with a short path: a Unix socket's path
+// holds at most 107 bytes, and t.TempDir's are long.
+func shortTempDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("/tmp", "devdb-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o1777); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestDevDB_RefusesAForeignClusterDir: the directory outside .dev is made by devdb.sh, private
+// to postgres; one that is already there and is not that (another user's, a link) is refused.
+func TestDevDB_RefusesAForeignClusterDir(t *testing.T) {
+	asRoot(t)
+	base := openTempDir(t)
+	home := filepath.Join(base, "home")
+	if err := os.Mkdir(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	outside := shortTempDir(t)
+	script, env := devCheckout(t, home)
+	env = append(env, "TERDUT_DEV_PG_OUTSIDE="+outside)
+	repo, _ := filepath.Abs(filepath.Join(home, "repo"))
+	sum := sha256.Sum256([]byte(repo))
+	planted := filepath.Join(outside, "terdut-devdb-"+hex.EncodeToString(sum[:])[:16])
+	if err := os.Symlink(t.TempDir(), planted); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runDevDB(t, script, env, "start")
+	if err == nil || !strings.Contains(out, "not a private directory of postgres") {
+		t.Fatalf("start with a link planted where the cluster would go: got %v, want refused; output:\n%s", err, out)
 	}
 }
 
