@@ -157,7 +157,9 @@ func TestPatroni(t *testing.T) {
 			time.Sleep(time.Until(at.Add(12 * time.Second)))
 			s.c.PauseEtcd(false)
 			after, _ := s.c.WaitReady(ctx)
-			s.logf("leader before etcd went down: %s; after: %s", leader.Name, after.Name)
+			unavailable := s.rec.count(at, time.Now(), func(a answer) bool { return a.status >= 500 && a.code != "bootstrap_pending" })
+			s.logf("without failsafe_mode: leader before etcd went down: %s; after: %s; %d answers 5xx (not the gate's)",
+				leader.Name, after.Name, unavailable)
 		}},
 		{name: "etcd down 15 s under failsafe_mode", inject: func(s *suite, _ func(time.Time, ...*patronitest.Member)) {
 			s.c.SetFailsafe(ctx, true)
