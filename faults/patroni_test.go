@@ -54,7 +54,9 @@ type fault struct {
 // sign-ins, API-key requests, claims and resets running, through the faults of a real
 // cluster, one after another. After each: no 500 and no dropped connection, 503 only with
 // Retry-After, no sign-in while the leader said pending, every acknowledged claim, reset and
-// session on the new leader, Reconcile converges, and the people are as they were. It prints
+// session on the new leader, Reconcile converges, and the people are as they were. People sign
+// in at the default sign-in limit, retrying as clients do, and are never refused 429. etcd goes
+// away twice more under failsafe_mode, for longer than the TTL: then nothing fails. It prints
 // Patroni's time to a writable leader and terdut-server's extra time per fault and route.
 func TestPatroni(t *testing.T) {
 	began := time.Now()
