@@ -99,8 +99,10 @@ e2e:
 # needs no Patroni): a 3-member Patroni cluster in strict synchronous mode with etcd and
 # HAProxy, all on 127.0.0.1 (internal/patronitest), and terdut-server replicas on it both ways
 # a Zalando/Spilo install is reached, through a killed leader, its rejoin by pg_rewind, a
-# switchover, the leader cut off from etcd, etcd down and a rolling restart (faults/). It
-# prints Patroni's time to a writable leader and terdut-server's extra time per fault.
+# switchover, the leader cut off from etcd, etcd down (without Patroni's failsafe_mode, then
+# paused and restarted with it) and a rolling restart (faults/), people signing in at the
+# default sign-in limit throughout. It prints Patroni's time to a writable leader and
+# terdut-server's extra time per fault.
 # scripts/ensure-patroni.sh first installs Debian's patroni, etcd and haproxy when they are
 # missing (as root), or says how to. About 5 minutes.
 .PHONY: failover

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -31,6 +32,7 @@ type answer struct {
 	retryAfter string
 	session    *http.Cookie // the session a sign-in returned
 	err        error
+	who        string // the username a sign-in sent
 }
 
 // ok reports whether the answer is the success its kind expects.
@@ -65,6 +67,9 @@ func (r *answers) do(rt *route, srv *apitest.Server, kind string, req apitest.Re
 	start := time.Now()
 	resp, err := srv.Do(req)
 	a := answer{route: rt.name, kind: kind, start: start, end: time.Now(), status: resp.Status, code: resp.Code(), err: err}
+	if body, ok := req.Body.(map[string]string); ok {
+		a.who = body["username"]
+	}
 	if err == nil {
 		a.retryAfter = resp.Header.Get("Retry-After")
 		if kind == "sign-in" && resp.Status == http.StatusOK {
@@ -171,4 +176,51 @@ func runLoad(rec *answers, routes []*route, p *oidctest.Provider, username, pass
 		}
 	}
 	return &wg
+}
+
+// runPeople signs each person in again and again as a client would: through one replica
+// after another, waiting what Retry-After says (at most retryCap) after a refusal, and a
+// second after a success. They type only their right password, so none may ever be refused
+// as guessing (429), whatever faults they retry through.
+func runPeople(rec *answers, routes []*route, people []apitest.Person, stop <-chan struct{}) *sync.WaitGroup {
+	const retryCap = 10 * time.Second
+	var wg sync.WaitGroup
+	var targets []func() (*route, *apitest.Server)
+	for _, rt := range routes {
+		for _, srv := range rt.replicas {
+			targets = append(targets, func() (*route, *apitest.Server) { return rt, srv })
+		}
+	}
+	for i, p := range people {
+		wg.Go(func() {
+			req := apitest.Request{Method: http.MethodPost, Path: "/api/auth/login",
+				Body: map[string]string{"username": p.User.Username, "password": p.Password}}
+			for n := i; ; n++ {
+				rt, srv := targets[n%len(targets)]()
+				resp, a := rec.do(rt, srv, "sign-in", req)
+				wait := time.Second
+				if a.err == nil && resp.Status != http.StatusOK {
+					secs, _ := strconv.Atoi(a.retryAfter)
+					wait = min(max(time.Duration(secs)*time.Second, 100*time.Millisecond), retryCap)
+				}
+				select {
+				case <-stop:
+					return
+				case <-time.After(wait):
+				}
+			}
+		})
+	}
+	return &wg
+}
+
+// count counts the answers on every route that ended in [from, to] and match.
+func (r *answers) count(from, to time.Time, match func(answer) bool) int {
+	n := 0
+	for _, a := range r.snapshot() {
+		if !a.end.Before(from) && !a.end.After(to) && match(a) {
+			n++
+		}
+	}
+	return n
 }

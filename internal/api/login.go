@@ -86,9 +86,13 @@ func (s *server) handleLogin() http.Handler {
 			fail(err)
 			return
 		}
-		// A wrong password was counted when its check was reserved, whatever becomes of this
-		// request: nothing more to write.
 		if !ok {
+			// Counted before it is answered: a wrong password the database could not count (a
+			// failover) answers 503 like a right one would, so it tells the caller nothing.
+			if err := s.store.FailedAttempt(context.WithoutCancel(r.Context()), attempt); err != nil {
+				fail(err)
+				return
+			}
 			s.metrics.signinRefused.WithLabelValues("password", "invalid_credentials").Inc()
 			s.event(r, "login.password.failed", outcomeFailed, s.nameTags.signInName(u, name))
 			fail(errBadCredentials)
@@ -109,7 +113,7 @@ func (s *server) handleLogin() http.Handler {
 			return
 		case err != nil:
 			// The password was right, so its check is no guess: give it back if the database
-			// lets us (a failover may not), lest failed writes lock the person out.
+			// lets us; if not (a failover), its lease ends by itself.
 			s.releaseUnchecked(r.Context(), attempt)
 			fail(err)
 			return

@@ -99,6 +99,9 @@ func (s *server) checkCurrentPassword(r *http.Request, u store.User, password st
 		return err
 	}
 	if !ok {
+		if err := s.store.FailedAttempt(context.WithoutCancel(ctx), attempt); err != nil {
+			return err
+		}
 		s.event(r, "reauth.failed", outcomeFailed, target(u))
 		return wrong
 	}

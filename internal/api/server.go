@@ -31,6 +31,7 @@ type Store interface {
 	DeleteUser(ctx context.Context, id int64) error
 	UserForSignIn(ctx context.Context, username string, gate store.Gate, limit store.RateLimit) (store.User, string, store.Attempt, error)
 	ReleaseAttempt(ctx context.Context, a store.Attempt) error
+	FailedAttempt(ctx context.Context, a store.Attempt) error
 	ChangePassword(ctx context.Context, c store.PasswordChange) (int64, error)
 	RehashPassword(ctx context.Context, id int64, oldHash, newHash string) error
 	IssuePasswordLink(ctx context.Context, userID int64, by store.Caller, ttl time.Duration) (store.PasswordLink, error)
@@ -175,6 +176,11 @@ func newServer(st Store, opts Options) *server {
 	}
 	if s.opts.AddressRefusalPause <= 0 {
 		s.opts.AddressRefusalPause = time.Second
+	}
+	if s.opts.LoginLimit.Lease <= 0 {
+		// A check runs for at most its wait for a slot and a bcrypt run; the rest is a
+		// margin for the writes around it on a busy machine.
+		s.opts.LoginLimit.Lease = s.opts.PasswordCheckWait + 5*time.Second
 	}
 	s.checks = newCheckSlots(s.opts.PasswordChecks, s.opts.PasswordCheckWait, s.opts.Registry)
 	if opts.OIDC != nil && opts.OIDC.Issuer != "" {

@@ -130,3 +130,58 @@ func (c *Cluster) logSince(m *Member, offset int64) string {
 	}
 	return string(b[offset:])
 }
+
+// SetFailsafe turns Patroni's failsafe_mode on or off in the cluster's dynamic configuration
+// (PATCH /config on the leader), as a Spilo manifest's patroni.failsafe_mode does. With it on,
+// a leader that cannot reach the DCS keeps leading while every member in the DCS's /failsafe
+// key answers its POST /failsafe. Turning it on returns once every member holds the /failsafe
+// key naming all of them (the leader writes it on its next loop), so that the DCS may go.
+func (c *Cluster) SetFailsafe(ctx context.Context, on bool) {
+	c.t.Helper()
+	leader, _ := c.WaitReady(ctx)
+	var cfg map[string]any
+	if _, err := leader.rest(ctx, http.MethodPatch, "/config", map[string]any{"failsafe_mode": on}, &cfg); err != nil || cfg["failsafe_mode"] != on {
+		c.Fail("set failsafe_mode to %v: got %v, %v", on, cfg["failsafe_mode"], err)
+	}
+	if !on {
+		c.Logf("failsafe_mode off")
+		return
+	}
+	start := time.Now()
+	for _, m := range c.Members {
+		c.waitFor(ctx, m.Name+" to hold the /failsafe key with every member", func() bool {
+			var members map[string]string
+			code, err := m.rest(ctx, http.MethodGet, "/failsafe", nil, &members)
+			return err == nil && code == http.StatusOK && len(members) == len(c.Members)
+		})
+	}
+	c.Logf("failsafe_mode on; every member holds the /failsafe key after %s", time.Since(start).Round(10*time.Millisecond))
+}
+
+// StopEtcd kills etcd (SIGKILL, the whole DCS at once) and StartEtcd starts it again on its
+// data, as when every etcd member restarts.
+func (c *Cluster) StopEtcd() {
+	c.etcd.SignalGroup(syscall.SIGKILL)
+	<-c.etcd.Exited()
+	c.Logf("etcd killed")
+}
+
+// StartEtcd starts etcd again on its data directory after StopEtcd.
+func (c *Cluster) StartEtcd() {
+	c.restartEtcd()
+	c.Logf("etcd started again")
+}
+
+// waitFor polls cond until it holds, failing the test after hangBound.
+func (c *Cluster) waitFor(ctx context.Context, what string, cond func() bool) {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, hangBound)
+	defer cancel()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			c.Fail("waited %s for %s", hangBound, what)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}

@@ -2,7 +2,8 @@
 // Patroni members with synchronous_mode and synchronous_mode_strict, and HAProxy in front of
 // them with Patroni's REST check, as a Zalando/Spilo install is reached through a Service
 // that follows the leader. It gives tests the faults of a real cluster: the leader killed,
-// a switchover, a member rejoining, the leader cut off from etcd, etcd down, a rolling restart.
+// a switchover, a member rejoining, the leader cut off from etcd, etcd paused or killed and
+// started again, Patroni's failsafe_mode turned on, a rolling restart.
 //
 // Every program runs in a process group of its own and dies with the test process (SIGKILL
 // through Pdeathsig); Postgres, which Patroni starts in a session of its own, is killed from

@@ -8,12 +8,19 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// RateLimit bounds how many resets may happen in a sliding window, across every replica:
-// it is counted from the audit table under the claim row's lock.
+// RateLimit bounds how many resets (or failed password checks) may happen in a sliding
+// window, across every replica: resets are counted from the audit table under the claim
+// row's lock, password checks in login_attempts.
 type RateLimit struct {
 	Max    int
 	Window time.Duration
+	// Lease, for password checks only, is how long a reserved check counts against Max before
+	// its outcome is written (see Attempt); zero: DefaultCheckLease.
+	Lease time.Duration
 }
+
+// DefaultCheckLease is the Lease of a password check when its RateLimit names none.
+const DefaultCheckLease = time.Minute
 
 // RateLimitedError is returned when a reset or a password check would exceed its RateLimit.
 type RateLimitedError struct {

@@ -26,8 +26,9 @@ func TestAttempts(t *testing.T) {
 			t.Fatalf("ALICE: got %v, want %v", err, store.ErrNotFound)
 		}
 		var rl *store.RateLimitedError
-		if _, _, _, err := st.UserForSignIn(ctx, "alice", store.GateOn, limit); !errors.As(err, &rl) || rl.RetryAfter < 59*time.Minute {
-			t.Fatalf("a third check: got %v, want *RateLimitedError with about an hour to wait", err)
+		if _, _, _, err := st.UserForSignIn(ctx, "alice", store.GateOn, limit); !errors.As(err, &rl) ||
+			rl.RetryAfter < 59*time.Second || rl.RetryAfter > store.DefaultCheckLease {
+			t.Fatalf("a third check: got %v, want *RateLimitedError with about the lease (%s) to wait", err, store.DefaultCheckLease)
 		}
 		if err := st.ReleaseAttempt(ctx, first); err != nil {
 			t.Fatal(err)
@@ -45,6 +46,51 @@ func TestAttempts(t *testing.T) {
 		}
 		if n := mustCount(t, st, `SELECT count(*) FROM login_attempts WHERE octet_length(key) <> 32`); n != 0 {
 			t.Fatalf("got %d keys that are not SHA-256 digests, want none", n)
+		}
+	})
+
+	t.Run("FailedCountsForTheWindow", func(t *testing.T) {
+		st := mustStore(t)
+		mustClaim(t, st)
+		mustUser(t, st, "alice", store.RoleMember)
+		short := store.RateLimit{Max: 2, Window: time.Hour, Lease: time.Second}
+		for range 2 {
+			_, _, a, err := st.UserForSignIn(ctx, "alice", store.GateOn, short)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := st.FailedAttempt(ctx, a); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(1500 * time.Millisecond) // past the lease: only the failures count now
+		var rl *store.RateLimitedError
+		if _, _, _, err := st.UserForSignIn(ctx, "alice", store.GateOn, short); !errors.As(err, &rl) || rl.RetryAfter < 59*time.Minute {
+			t.Fatalf("after two failed guesses: got %v, want *RateLimitedError with about an hour to wait", err)
+		}
+	})
+
+	// A check whose outcome is never written (the database went away after its reservation)
+	// counts only for its lease, then costs nothing.
+	t.Run("UnresolvedCountsForTheLease", func(t *testing.T) {
+		st := mustStore(t)
+		mustClaim(t, st)
+		alice := mustUser(t, st, "alice", store.RoleMember)
+		short := store.RateLimit{Max: 2, Window: time.Hour, Lease: time.Second}
+		for range 2 {
+			if _, _, _, err := st.UserForSignIn(ctx, "alice", store.GateOn, short); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var rl *store.RateLimitedError
+		if _, _, _, err := st.UserForSignIn(ctx, "alice", store.GateOn, short); !errors.As(err, &rl) || rl.RetryAfter > time.Second {
+			t.Fatalf("while two checks run: got %v, want *RateLimitedError with at most the lease to wait", err)
+		}
+		time.Sleep(1500 * time.Millisecond)
+		for range 2 {
+			if u, _, _, err := st.UserForSignIn(ctx, "alice", store.GateOn, short); err != nil || u.ID != alice.ID {
+				t.Fatalf("after the lease: got %+v, %v, want alice", u, err)
+			}
 		}
 	})
 

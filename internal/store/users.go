@@ -216,7 +216,7 @@ func (s *Store) RehashPassword(ctx context.Context, id int64, oldHash, newHash s
 var userForSignIn = `
 	WITH g AS (SELECT NOT $4 OR state = 'complete' AS open FROM bootstrap_state),
 	sweep AS (` + sweepAttempts + `),
-	r AS (` + fmt.Sprintf(reserveAttempt, `SELECT $1, ARRAY[now()], true FROM g WHERE g.open AND $3 > 0`) + `)
+	r AS (` + fmt.Sprintf(reserveAttempt, `SELECT $1, '{}'::timestamptz[], ARRAY[now()], true FROM g WHERE g.open AND $3 > 0`) + `)
 	SELECT g.open, coalesce(r.admitted, true), r.at, coalesce(r.retry, '0'::interval),
 		coalesce(u.id, 0), coalesce(u.username, ''), coalesce(u.email, ''), coalesce(u.role, 'member'),
 		coalesce(u.kind, 'human'), coalesce(u.oidc_issuer, ''), coalesce(u.oidc_subject, ''),
@@ -229,17 +229,23 @@ var userForSignIn = `
 // it returns ErrBootstrapPending while the install is unclaimed. With a limit it reserves the
 // check first, under a lock on the username that every replica shares: past limit.Max checks
 // reserved for the username within limit.Window it returns *RateLimitedError (with the user
-// who has the name, if any, for the log line), however many arrive at once. The reserved Attempt counts as a failed guess until it is released (by
-// CreatePasswordSession or ReleaseAttempt); it is returned with ErrNotFound too, as a name
-// that does not exist is throttled like one that does. CreateSession and
+// who has the name, if any, for the log line), however many arrive at once. The reserved
+// Attempt counts while its check runs (limit.Lease at most), and as a failed guess only once
+// FailedAttempt says its password was wrong; CreatePasswordSession or ReleaseAttempt give it
+// back sooner. It is returned with ErrNotFound too, as a name that does not exist is throttled
+// like one that does. CreateSession and
 // CreatePasswordSession take the gate's binding decision.
 func (s *Store) UserForSignIn(ctx context.Context, username string, gate Gate, limit RateLimit) (User, string, Attempt, error) {
 	var hash *string
 	var u User
 	var open, admitted bool
 	var retry time.Duration
-	a := Attempt{key: throttleKey(username)}
-	err := s.pool.QueryRow(ctx, userForSignIn, a.key, limit.Window, max(limit.Max, 0), bool(gate), username).Scan(
+	a := Attempt{key: throttleKey(username), window: limit.Window}
+	lease := limit.Lease
+	if lease <= 0 {
+		lease = DefaultCheckLease
+	}
+	err := s.pool.QueryRow(ctx, userForSignIn, a.key, limit.Window, max(limit.Max, 0), bool(gate), username, lease).Scan(
 		&open, &admitted, &a.at, &retry,
 		&u.ID, &u.Username, &u.Email, &u.Role, &u.Kind, &u.OIDCIssuer, &u.OIDCSubject, &u.HasPassword, &u.CreatedAt, &hash)
 	switch {
