@@ -89,7 +89,7 @@ func TestAccessLog(t *testing.T) {
 	}
 
 	t.Run("Off", func(t *testing.T) {
-		off := apitest.NewServer(t, pgtest.MustDatabase(t), func(o *api.Options) { o.AccessLog = false })
+		off := apitest.NewServer(t, pgtest.MustDatabase(t), func(o *api.Options) { o.AccessLog = nil })
 		off.MustClaim(t)
 		wantStatus(t, off.MustDo(t, apitest.Request{Method: http.MethodGet, Path: "/healthz"}), http.StatusOK)
 		if n := len(accessLines(t, off)); n != 0 {

@@ -1,0 +1,55 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/terdut-server/terdut-server/internal/pgtest"
+)
+
+// TestServe_AccessLog: through run(), n requests write n access lines in far fewer than n
+// writes to standard error (the lines are held and written together, not one write system
+// call a request), and a clean stop (the context's cancel, as SIGTERM does in main) writes
+// every line held: none is lost.
+func TestServe_AccessLog(t *testing.T) {
+	const n = 200
+	e := env{"TERDUT_DATABASE_URL": pgtest.MustEmptyDatabase(t)}
+	srv := startServe(t, e, "--public-url", "http://terdut.test:8080")
+	writesBefore := srv.Stderr.Writes()
+	for i := 0; i < n; i++ {
+		status, body := srv.get(t, "/api/bootstrap/status", "")
+		mustStatus(t, "GET /api/bootstrap/status", status, body, http.StatusOK, nil)
+	}
+	writes := srv.Stderr.Writes() - writesBefore
+	if err := srv.stop(); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	if got := accessLines(t, srv.Stderr.String(), "/api/bootstrap/status"); got != n {
+		t.Errorf("access lines after a clean stop: got %d, want %d", got, n)
+	}
+	// The timer may flush during the loop on a slow machine; a write a request is what it must not do.
+	if writes > n/4 {
+		t.Errorf("writes to stderr while serving %d requests: got %d, want far fewer than one a request", n, writes)
+	}
+}
+
+// accessLines counts the access lines of route in a JSON log, failing on a line that is not JSON.
+func accessLines(t *testing.T, log, route string) int {
+	t.Helper()
+	n := 0
+	sc := bufio.NewScanner(strings.NewReader(log))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var l struct{ Msg, Route string }
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+			t.Fatalf("a log line that is not JSON: %v: %q", err, sc.Text())
+		}
+		if l.Msg == "request" && l.Route == route {
+			n++
+		}
+	}
+	return n
+}
