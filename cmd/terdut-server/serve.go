@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -24,10 +23,6 @@ func newLogger(w io.Writer, level slog.Level) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level}))
 }
 
-// accessFlushPeriod is how long an access line may wait before it is written: what a crash
-// (not a clean stop) can lose.
-const accessFlushPeriod = 100 * time.Millisecond
-
 // accessLog returns where the access lines go: held in logs, or nowhere with --access-log=false
 // or a --log-level above info (the lines are info lines, as they were when slog wrote them).
 func accessLog(cfg Config, logs *logbuf.Writer) io.Writer {
@@ -43,10 +38,10 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if err != nil {
 		return err
 	}
-	// Access lines wait up to accessFlushPeriod (see internal/logbuf); everything else goes
-	// out at once. The deferred Close writes the held lines once serveAll has drained the
+	// Access lines wait up to --access-log-interval (see internal/logbuf); everything else
+	// goes out at once. The deferred Close writes the held lines once serveAll has drained the
 	// requests in flight: a clean stop loses none.
-	logs := logbuf.New(stderr, accessFlushPeriod)
+	logs := logbuf.New(stderr, cfg.AccessLogInterval)
 	defer logs.Close()
 	log := newLogger(logs, cfg.LogLevel)
 	tokens, err := loadOperatorTokens(cfg, log)

@@ -24,14 +24,21 @@ type Writer struct {
 	mu     sync.Mutex
 	w      io.Writer
 	buf    []byte
-	closed bool
+	closed bool // Held's lines go out at once: after Close, or with no period
 	stop   chan struct{}
 	done   chan struct{}
 }
 
-// New returns a Writer to w that writes its held lines at least every period. Close it.
+// New returns a Writer to w that writes its held lines at least every period; with a period
+// of 0, Held's lines go out at once too. Close it.
 func New(w io.Writer, period time.Duration) *Writer {
-	l := &Writer{w: w, buf: make([]byte, 0, bufferSize), stop: make(chan struct{}), done: make(chan struct{})}
+	l := &Writer{w: w, stop: make(chan struct{}), done: make(chan struct{})}
+	if period <= 0 {
+		l.closed = true // nothing is held
+		close(l.done)
+		return l
+	}
+	l.buf = make([]byte, 0, bufferSize)
 	go l.flushEvery(period)
 	return l
 }
@@ -112,7 +119,7 @@ func (l *Writer) Close() error {
 	l.closed = true
 	err := l.flush()
 	l.mu.Unlock()
-	close(l.stop)
+	close(l.stop) // the timer's goroutine, started by New, ends
 	<-l.done
 	return err
 }

@@ -75,4 +75,15 @@ func TestWriter(t *testing.T) {
 			t.Errorf("second Close: got %v, want nil", err)
 		}
 	})
+	t.Run("NoPeriod", func(t *testing.T) {
+		out := &apitest.SyncBuffer{}
+		l := logbuf.New(out, 0)
+		_, _ = l.Held().Write([]byte("a\n"))
+		if got := out.String(); got != "a\n" {
+			t.Errorf("a held line with a period of 0: got %q, want it written at once", got)
+		}
+		if err := l.Close(); err != nil {
+			t.Errorf("Close: got %v, want nil", err)
+		}
+	})
 }
