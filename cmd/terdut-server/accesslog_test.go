@@ -26,6 +26,21 @@ func TestServe_AccessLog(t *testing.T) {
 		mustStatus(t, "GET /api/bootstrap/status", status, body, http.StatusOK, nil)
 	}
 	writes, took := srv.Stderr.Writes()-writesBefore, time.Since(start)
+
+	// A security event is never held back: it is in the log as soon as its request is
+	// answered, after the access lines held before it.
+	resp, err := client.Post(srv.URL+"/api/auth/login", "application/json", strings.NewReader(`{"username":"x","password":"y"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	log := srv.Stderr.String()
+	event := strings.Index(log, `"event":"login.password.refused"`)
+	if event < 0 {
+		t.Errorf("the refused sign-in's security event before the stop: got none, want it written at once:\n%s", log)
+	} else if got := accessLines(t, log[:strings.LastIndexByte(log[:event], '\n')+1], "/api/bootstrap/status"); got != n {
+		t.Errorf("access lines before the security event: got %d, want %d", got, n)
+	}
 	if err := srv.stop(); err != nil {
 		t.Fatalf("stop: %v", err)
 	}
