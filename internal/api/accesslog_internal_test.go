@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"log/slog"
 	"strings"
 	"testing"
@@ -46,5 +47,26 @@ func TestAccessLine_AsSlog(t *testing.T) {
 				t.Errorf("got  %s\nwant %s", got, want.Bytes())
 			}
 		})
+	}
+}
+
+// TestAppendMilliseconds: a duration is written as encoding/json writes its milliseconds to the
+// microsecond as a float64, which is what slog wrote.
+func TestAppendMilliseconds(t *testing.T) {
+	us := []int64{0, 1, 9, 10, 99, 100, 101, 110, 999, 1000, 1001, 1010, 1100, 1234, 9999, 10000, 123456, 1e6 + 1,
+		86_400_000_000, 999_999_999_999_999, 1e15, 1e15 + 7, -1, -1500}
+	for i := int64(1); i < 2e15; i = i*7 + 3 {
+		us = append(us, i)
+	}
+	for _, u := range us {
+		// Odd ones with nanoseconds, which the line leaves out.
+		took := time.Duration(u)*time.Microsecond + 999*time.Nanosecond*time.Duration(u&1)
+		want, err := json.Marshal(float64(took.Microseconds()) / 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := appendMilliseconds(nil, took); string(got) != string(want) {
+			t.Errorf("%dµs: got %s, want %s", u, got, want)
+		}
 	}
 }
