@@ -30,7 +30,8 @@ var pgbenchTPS = regexp.MustCompile(`(?m)^tps = ([0-9.]+) \(without initial conn
 
 // apiKeys measures API-key-authenticated GET /api/me on the terdut-server process against the
 // floor process, and against `pgbench -S -M prepared` (one SELECT by primary key, prepared, as
-// pgx prepares the server's), at each of apiKeyConcurrencies. At one concurrency, the three
+// pgx prepares the server's), and against itself with the access log off (the log's own
+// cost), at each of apiKeyConcurrencies. At one concurrency, the four
 // sides run in alternating rounds of whole seconds (as pgbench -T counts them); wrk sends the
 // requests with one key on every connection. It returns the rate and CPU figures of every
 // concurrency, then the ceilings (the rate over pgbench's).
@@ -51,7 +52,7 @@ func (e *env) apiKeys(ctx context.Context) ([]Figure, error) {
 
 func (e *env) apiKeysAt(ctx context.Context, clients int) (figures []Figure, ceiling Figure, err error) {
 	d := time.Duration(e.roundSeconds()) * time.Second
-	server, floor, pgbench := &side{}, &side{}, &side{}
+	server, floor, pgbench, noAccess := &side{}, &side{}, &side{}, &side{}
 	run := func(into *side, measure func() (result, error)) func() error {
 		return func() error {
 			r, err := measure()
@@ -65,33 +66,37 @@ func (e *env) apiKeysAt(ctx context.Context, clients int) (figures []Figure, cei
 		return func() (result, error) { return e.wrkMe(ctx, p, clients, d) }
 	}
 	prepared := func() (result, error) { return e.pgbenchSelect(ctx, clients) }
-	if err := e.warmUp(run(nil, me(e.server)), run(nil, me(e.floor)), run(nil, prepared)); err != nil {
+	if err := e.warmUp(run(nil, me(e.server)), run(nil, me(e.floor)), run(nil, prepared), run(nil, me(e.noAccessLog))); err != nil {
 		return nil, Figure{}, err
 	}
-	if err := alternate(e.cfg.KeyRounds, run(server, me(e.server)), run(floor, me(e.floor)), run(pgbench, prepared)); err != nil {
+	if err := alternate(e.cfg.KeyRounds, run(server, me(e.server)), run(floor, me(e.floor)), run(pgbench, prepared),
+		run(noAccess, me(e.noAccessLog))); err != nil {
 		return nil, Figure{}, err
 	}
 	details := map[string]any{
-		"clients":                          clients,
-		"wrk":                              fmt.Sprintf("-t 2 -c %d -d %ds, one key", clients, e.roundSeconds()),
-		"pgbench":                          fmt.Sprintf("-n -S -M prepared -c %d -j 2 -T %d, scale 1", clients, e.roundSeconds()),
-		"rounds_server":                    server.rates,
-		"rounds_floor":                     floor.rates,
-		"rounds_pgbench":                   pgbench.rates,
-		"cpu_us_per_op_rounds_server":      server.cpuPerOps,
-		"cpu_us_per_op_rounds_floor":       floor.cpuPerOps,
-		"process_cpu_us_per_op_server":     server.selfCPUPerOp(),
-		"process_cpu_us_per_op_floor":      floor.selfCPUPerOp(),
-		"postgres_cpu_us_per_op_server":    server.serverCPUPerOp(),
-		"postgres_cpu_us_per_op_floor":     floor.serverCPUPerOp(),
-		"postgres_cpu_us_per_op_pgbench":   pgbench.serverCPUPerOp(),
-		"wrk_cpu_us_per_op_server":         server.clientCPUPerOp(),
-		"wrk_cpu_us_per_op_floor":          floor.clientCPUPerOp(),
-		"pgbench_cpu_us_per_op":            pgbench.clientCPUPerOp(),
-		"pool_max_conns_server_and_floor":  e.poolMaxConns,
-		"server_and_floor_pgx_exec_mode":   "cache_statement (pgx's default)",
-		"cpu_us_per_op_definition":         "the server's (or floor's) process and Postgres; wrk's apart",
-		"cpu_us_per_op_pgbench_definition": "pgbench's process and Postgres",
+		"clients":                      clients,
+		"wrk":                          fmt.Sprintf("-t 2 -c %d -d %ds, one key", clients, e.roundSeconds()),
+		"pgbench":                      fmt.Sprintf("-n -S -M prepared -c %d -j 2 -T %d, scale 1", clients, e.roundSeconds()),
+		"rounds_server":                server.rates,
+		"rounds_floor":                 floor.rates,
+		"rounds_pgbench":               pgbench.rates,
+		"rounds_server_access_log_off": noAccess.rates,
+		"cpu_us_per_op_rounds_server_access_log_off":  noAccess.cpuPerOps,
+		"process_cpu_us_per_op_server_access_log_off": noAccess.selfCPUPerOp(),
+		"cpu_us_per_op_rounds_server":                 server.cpuPerOps,
+		"cpu_us_per_op_rounds_floor":                  floor.cpuPerOps,
+		"process_cpu_us_per_op_server":                server.selfCPUPerOp(),
+		"process_cpu_us_per_op_floor":                 floor.selfCPUPerOp(),
+		"postgres_cpu_us_per_op_server":               server.serverCPUPerOp(),
+		"postgres_cpu_us_per_op_floor":                floor.serverCPUPerOp(),
+		"postgres_cpu_us_per_op_pgbench":              pgbench.serverCPUPerOp(),
+		"wrk_cpu_us_per_op_server":                    server.clientCPUPerOp(),
+		"wrk_cpu_us_per_op_floor":                     floor.clientCPUPerOp(),
+		"pgbench_cpu_us_per_op":                       pgbench.clientCPUPerOp(),
+		"pool_max_conns_server_and_floor":             e.poolMaxConns,
+		"server_and_floor_pgx_exec_mode":              "cache_statement (pgx's default)",
+		"cpu_us_per_op_definition":                    "the server's (or floor's) process and Postgres; wrk's apart",
+		"cpu_us_per_op_pgbench_definition":            "pgbench's process and Postgres",
 	}
 	rate := newFigure(fmt.Sprintf("apikey_vs_floor_c%d", clients),
 		fmt.Sprintf("GET /api/me with an API key/s, server / floor, c=%d", clients), "/s",
@@ -105,7 +110,23 @@ func (e *env) apiKeysAt(ctx context.Context, clients int) (figures []Figure, cei
 		median(server.rates), median(pgbench.rates), Goal{}, map[string]any{"see": rate.Key,
 			"cpu_ratio_definition": "pgbench+Postgres per transaction over server+Postgres+wrk per request"})
 	ceiling.CPURatio = pgbench.cpuPerOp() / (server.cpuPerOp() + server.clientCPUPerOp())
-	return []Figure{rate, cpu}, ceiling, nil
+	access, accessCPU := accessLogFigures(clients, server, noAccess, rate.Key)
+	return []Figure{rate, cpu, access, accessCPU}, ceiling, nil
+}
+
+// accessLogFigures are the access log's own cost at one concurrency: the server with its
+// defaults (the access log on) over the same binary with --access-log=false, in the same
+// alternating rounds. They have no goal of their own: the server's goal against the floor
+// holds with the access log on.
+func accessLogFigures(clients int, on, off *side, see string) (rate, cpu Figure) {
+	rate = newFigure(fmt.Sprintf("apikey_access_log_c%d", clients),
+		fmt.Sprintf("GET /api/me with an API key/s, access log on / off, c=%d", clients), "/s",
+		median(on.rates), median(off.rates), Goal{}, map[string]any{"see": see})
+	rate.CPURatio = median(off.cpuPerOps) / median(on.cpuPerOps)
+	cpu = newFigure(fmt.Sprintf("apikey_access_log_cpu_c%d", clients),
+		fmt.Sprintf("CPU us per GET /api/me, access log on / off, c=%d", clients), "us",
+		median(on.cpuPerOps), median(off.cpuPerOps), Goal{}, map[string]any{"see": see})
+	return rate, cpu
 }
 
 // wrkMe sends GET /api/me with an API key to p from clients connections for d, and returns

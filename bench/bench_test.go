@@ -24,11 +24,13 @@ func TestRun(t *testing.T) {
 		t.Logf("the short run's table (its figures mean nothing):\n%s", table.String())
 
 		wantKeys := []string{"gate_password", "gate_oidc",
-			"apikey_vs_floor_c8", "apikey_cpu_vs_floor_c8", "apikey_vs_floor_c32", "apikey_cpu_vs_floor_c32",
+			"apikey_vs_floor_c8", "apikey_cpu_vs_floor_c8", "apikey_access_log_c8", "apikey_access_log_cpu_c8",
+			"apikey_vs_floor_c32", "apikey_cpu_vs_floor_c32", "apikey_access_log_c32", "apikey_access_log_cpu_c32",
 			"apikey_vs_pgbench_c8", "apikey_vs_pgbench_c32", "contested_p99", "signin_flood_p99"}
 		// Latency figures and the CPU figures themselves have no cpu ratio.
 		noCPURatio := map[string]bool{"contested_p99": true, "signin_flood_p99": true,
-			"apikey_cpu_vs_floor_c8": true, "apikey_cpu_vs_floor_c32": true}
+			"apikey_cpu_vs_floor_c8": true, "apikey_cpu_vs_floor_c32": true,
+			"apikey_access_log_cpu_c8": true, "apikey_access_log_cpu_c32": true}
 		if len(rep.Figures) != len(wantKeys) {
 			t.Fatalf("got %d figures, want %d", len(rep.Figures), len(wantKeys))
 		}

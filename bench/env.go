@@ -49,6 +49,7 @@ type env struct {
 	wrk       string // path of wrk, or "" when it cannot be had
 
 	server       *process // the terdut-server binary, for the API-key figures and the flood
+	noAccessLog  *process // the same with --access-log=false, the access log's baseline
 	floor        *process // the floor (bench/floor), the API-key figures' baseline
 	poolMaxConns int32    // the pool size of both, pgxpool's default
 	signIn       *flooded // the person who signs in during the flood, and how
@@ -122,9 +123,11 @@ func (e *env) startProcesses(tb testing.TB) {
 	e.cfg.progressf("building terdut-server and the floor")
 	serverBin, floorBin := buildBinaries(tb)
 	dbURL := e.cluster.URL(appDB)
-	e.server = startProcess(tb, "terdut-server", serverBin, true,
-		[]string{"TERDUT_DATABASE_URL=" + dbURL, "TERDUT_LOG_LEVEL=warn",
-			"TERDUT_PASSWORD_HASH_COST=" + strconv.Itoa(floodHashCost)})
+	// With its defaults, the access log on: it writes a line a request to its standard error
+	// (a file here, as a container's log is a stream the server writes and another process reads).
+	serverEnv := []string{"TERDUT_DATABASE_URL=" + dbURL, "TERDUT_PASSWORD_HASH_COST=" + strconv.Itoa(floodHashCost)}
+	e.server = startProcess(tb, "terdut-server", serverBin, true, serverEnv)
+	e.noAccessLog = startProcess(tb, "terdut-server --access-log=false", serverBin, true, serverEnv, "--access-log=false")
 	e.floor = startProcess(tb, "floor", floorBin, false, nil, "--database-url", dbURL)
 	cfg, err := pgxpool.ParseConfig(dbURL)
 	if err != nil {

@@ -13,8 +13,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/terdut-server/terdut-server/internal/apitest"
 )
 
 // The API-key figures and the sign-in flood measure processes of their own, as they run in
@@ -26,8 +24,8 @@ import (
 type process struct {
 	name string
 	cmd  *exec.Cmd
-	URL  string // http://127.0.0.1:port
-	out  *apitest.SyncBuffer
+	URL  string        // http://127.0.0.1:port
+	out  string        // the file of its standard output and error
 	done chan struct{} // closed when the process has exited
 }
 
@@ -68,14 +66,21 @@ func startProcess(tb testing.TB, name, binary string, publicURL bool, env []stri
 		tb.Fatalf("bench: %v", err)
 	}
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	p := &process{name: name, URL: "http://" + addr, out: &apitest.SyncBuffer{}, done: make(chan struct{})}
+	p := &process{name: name, URL: "http://" + addr, out: filepath.Join(tb.TempDir(), "out"), done: make(chan struct{})}
 	args = append(args, "--listen", addr)
 	if publicURL {
 		args = append(args, "--public-url", p.URL)
 	}
 	p.cmd = exec.Command(binary, args...)
 	p.cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	// A file, not a pipe into this process: the server writes its log as it would in a
+	// container, and nothing here spends CPU time reading it.
+	out, err := os.Create(p.out)
+	if err != nil {
+		tb.Fatalf("bench: %v", err)
+	}
+	defer out.Close() // the child has its own descriptor
+	p.cmd.Stdout, p.cmd.Stderr = out, out
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := p.cmd.Start(); err != nil {
 		tb.Fatalf("bench: start %s: %v", name, err)
@@ -91,9 +96,21 @@ func startProcess(tb testing.TB, name, binary string, publicURL bool, env []stri
 		}
 	})
 	if err := p.waitHTTP(30 * time.Second); err != nil {
-		tb.Fatalf("bench: %s: %v\n%s", name, err, p.out.String())
+		tb.Fatalf("bench: %s: %v\n%s", name, err, p.output())
 	}
 	return p
+}
+
+// output returns the end of what the process wrote (its access log can be long).
+func (p *process) output() string {
+	b, err := os.ReadFile(p.out)
+	if err != nil {
+		return err.Error()
+	}
+	if len(b) > 8<<10 {
+		b = b[len(b)-8<<10:]
+	}
+	return string(b)
 }
 
 // waitHTTP waits until the process answers any HTTP request.

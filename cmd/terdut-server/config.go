@@ -57,6 +57,7 @@ type Config struct {
 	SweepInterval     time.Duration
 	AuditRetention    time.Duration
 	AccessLog         bool
+	AccessLogInterval time.Duration
 	LogLevel          slog.Level
 	ShutdownTimeout   time.Duration
 }
@@ -103,6 +104,7 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 	fs.DurationVar(&c.SweepInterval, "sweep-interval", 15*time.Minute, "how often to delete dead sessions, keys and sign-ins, and audit events past --audit-retention")
 	fs.DurationVar(&c.AuditRetention, "audit-retention", 8760*time.Hour, "how long the audit of administrative actions keeps a row (at least 24h); 0: for ever")
 	fs.BoolVar(&c.AccessLog, "access-log", true, "log a line for every request")
+	fs.DurationVar(&c.AccessLogInterval, "access-log-interval", 100*time.Millisecond, "how long an access line may wait to be written with others (what a crash can lose); 0: each at once")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 20*time.Second, "how long to drain requests on SIGTERM")
 	if err := fs.Parse(args); err != nil {
@@ -171,6 +173,9 @@ func (c Config) validate() error {
 	}
 	if c.SSOKeySignIn < time.Minute {
 		problems = append(problems, "--sso-key-sign-in-window: use at least 1m")
+	}
+	if c.AccessLogInterval < 0 {
+		problems = append(problems, "--access-log-interval: use 0 (each line at once) or more")
 	}
 	if c.SweepInterval < time.Second {
 		problems = append(problems, "--sweep-interval: use at least 1s")

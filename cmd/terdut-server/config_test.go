@@ -28,7 +28,8 @@ func defaultConfig() (Config, string) {
 		OperatorOIDC: OperatorOIDCConfig{Audience: "terdut-server", TokenFile: defaultServiceAccountTokenFile,
 			ReviewCAFile: defaultServiceAccountCAFile},
 		OIDCPendingLimit: 10000, APIKeysPerUser: 100, SSOAPIKeyMaxTTL: 2160 * time.Hour, SweepInterval: 15 * time.Minute,
-		LoginRatePerIP: 20, SSOKeySignIn: 15 * time.Minute, AuditRetention: 8760 * time.Hour, AccessLog: true}, "http://localhost:8080"
+		LoginRatePerIP: 20, SSOKeySignIn: 15 * time.Minute, AuditRetention: 8760 * time.Hour, AccessLog: true,
+		AccessLogInterval: 100 * time.Millisecond}, "http://localhost:8080"
 }
 
 func TestParseConfig(t *testing.T) {
@@ -47,6 +48,8 @@ func TestParseConfig(t *testing.T) {
 		{name: "AuditSettings", args: []string{"--audit-retention", "0"},
 			env:  env{"TERDUT_DATABASE_URL": testDB, "TERDUT_ACCESS_LOG": "false", "TERDUT_AUDIT_RETENTION": "48h"},
 			want: func(c *Config, _ *string) { c.AccessLog, c.AuditRetention = false, 0 }},
+		{name: "AccessLogInterval", env: env{"TERDUT_DATABASE_URL": testDB, "TERDUT_ACCESS_LOG_INTERVAL": "0s"},
+			want: func(c *Config, _ *string) { c.AccessLogInterval = 0 }},
 		{name: "AuditSettingsEnv", env: env{"TERDUT_DATABASE_URL": testDB, "TERDUT_AUDIT_RETENTION": "48h"},
 			want: func(c *Config, _ *string) { c.AuditRetention = 48 * time.Hour }},
 		{name: "Flags", args: []string{"--database-url", testDB, "--listen", "127.0.0.1:9000",
@@ -221,6 +224,7 @@ func TestParseConfig_Invalid(t *testing.T) {
 		{name: "ErrEnvSSOAPIKeyMaxTTL", env: env{"TERDUT_DATABASE_URL": testDB, "TERDUT_SSO_API_KEY_MAX_TTL": "90d"},
 			want: []string{"TERDUT_SSO_API_KEY_MAX_TTL", "90d"}},
 		{name: "ErrSweepInterval", args: []string{"--sweep-interval", "0s"}, env: db, want: []string{"--sweep-interval", "at least 1s"}},
+		{name: "ErrAccessLogInterval", args: []string{"--access-log-interval", "-1s"}, env: db, want: []string{"--access-log-interval", "0 (each line at once) or more"}},
 		{name: "ErrLoginRatePerIP", args: []string{"--login-rate-per-ip", "-1"}, env: db, want: []string{"--login-rate-per-ip -1"}},
 		{name: "ErrTrustedProxies", args: []string{"--trusted-proxies", "10.0.0.0/8,proxy.internal"}, env: db,
 			want: []string{`--trusted-proxies "proxy.internal"`, "CIDR"}},

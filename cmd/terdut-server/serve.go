@@ -13,6 +13,7 @@ import (
 
 	"github.com/terdut-server/terdut-server/internal/api"
 	"github.com/terdut-server/terdut-server/internal/certfile"
+	"github.com/terdut-server/terdut-server/internal/logbuf"
 	"github.com/terdut-server/terdut-server/internal/opjwt"
 	"github.com/terdut-server/terdut-server/internal/optoken"
 	"github.com/terdut-server/terdut-server/internal/store"
@@ -22,13 +23,27 @@ func newLogger(w io.Writer, level slog.Level) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level}))
 }
 
+// accessLog returns where the access lines go: held in logs, or nowhere with --access-log=false
+// or a --log-level above info (the lines are info lines, as they were when slog wrote them).
+func accessLog(cfg Config, logs *logbuf.Writer) io.Writer {
+	if !cfg.AccessLog || cfg.LogLevel > slog.LevelInfo {
+		return nil
+	}
+	return logs.Held()
+}
+
 // serve migrates the database, then serves until ctx is cancelled, draining requests in flight.
 func serve(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	cfg, err := parseConfig("terdut-server", args, getenv, stderr)
 	if err != nil {
 		return err
 	}
-	log := newLogger(stderr, cfg.LogLevel)
+	// Access lines wait up to --access-log-interval (see internal/logbuf); everything else
+	// goes out at once. The deferred Close writes the held lines once serveAll has drained the
+	// requests in flight: a clean stop loses none.
+	logs := logbuf.New(stderr, cfg.AccessLogInterval)
+	defer logs.Close()
+	log := newLogger(logs, cfg.LogLevel)
 	tokens, err := loadOperatorTokens(cfg, log)
 	if err != nil {
 		return err
@@ -64,7 +79,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	opts := api.Options{PublicURL: cfg.PublicURL, Gate: cfg.BootstrapGate, PasswordLogin: cfg.PasswordLogin,
 		SessionTTL: cfg.SessionTTL, OperatorTokens: tokens, OperatorIdentity: identity, Passwords: passwords, Logger: log,
-		AccessLog:  cfg.AccessLog,
+		AccessLog:  accessLog(cfg, logs),
 		ResetLimit: store.RateLimit{Max: cfg.ResetMax, Window: cfg.ResetWindow},
 		LoginLimit: store.RateLimit{Max: cfg.LoginLimitMax, Window: cfg.LoginLimitWindow}, Registry: reg, Gatherer: reg,
 		OIDCPendingLimit: cfg.OIDCPendingLimit, APIKeysPerUser: cfg.APIKeysPerUser, SSOAPIKeyMaxTTL: cfg.SSOAPIKeyMaxTTL,

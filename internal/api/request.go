@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -17,7 +18,7 @@ type handler struct {
 	metrics *metrics
 	routing sync.Pool // of *chi.Context, reused as chi.Mux reuses its own
 	// access, when not nil, gets a line for every request (see accessLog).
-	access *slog.Logger
+	access io.Writer
 	ids    *requestIDGen
 }
 
@@ -70,7 +71,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	route, took := routing.RoutePattern(), time.Since(start)
 	h.metrics.observe(route, r.Method, c.w.status, took)
 	if h.access != nil {
-		accessLog(h.access, r.Method, route, c, took)
+		accessLog(h.access, r.Method, route, c, start.Add(took), took)
 	}
 	// As chi.Mux does with its own: a handler must not keep the routing state past its
 	// return (chi.Context's Clone is for that).

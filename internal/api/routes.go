@@ -84,8 +84,6 @@ func (s *server) newRouter() *chi.Mux {
 // metrics and the access log.
 func (s *server) handler(r *chi.Mux) http.Handler {
 	h := newHandler(r, s.metrics)
-	if s.opts.AccessLog {
-		h.access = s.log
-	}
+	h.access = s.opts.AccessLog
 	return h
 }

@@ -5,6 +5,7 @@ package api
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/netip"
@@ -76,7 +77,7 @@ type Options struct {
 	OIDC             *OIDCOptions    // nil: single sign-on off
 	Passwords        *Passwords
 	Logger           *slog.Logger
-	AccessLog        bool // a line in Logger for every request
+	AccessLog        io.Writer // nil: none; else a line for every request, as Logger's JSON handler writes it (see accessLog)
 	Registry         prometheus.Registerer
 	Gatherer         prometheus.Gatherer
 

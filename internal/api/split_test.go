@@ -22,7 +22,7 @@ func TestNewSplitServer(t *testing.T) {
 	base := apitest.NewServer(t, pgtest.MustDatabase(t), nil) // for its options and store
 	logs := &apitest.SyncBuffer{}
 	opts := base.Options
-	opts.Logger = slog.New(slog.NewJSONHandler(logs, nil))
+	opts.Logger, opts.AccessLog = slog.New(slog.NewJSONHandler(logs, nil)), logs
 	peopleH, operatorH := api.NewSplitServer(base.Store, opts)
 	peopleHTTP, operatorHTTP := httptest.NewServer(peopleH), httptest.NewServer(operatorH)
 	t.Cleanup(peopleHTTP.Close)

@@ -71,30 +71,36 @@ func appendMe(b []byte, u userJSON, hasPassword bool) ([]byte, error) {
 // appendJSONString appends s as a JSON string the way encoding/json does by default: <, >
 // and & as \u003c, \u003e and \u0026, control characters as \n, \r, \t, \b, \f or \u00XX,
 // invalid UTF-8 as \ufffd, and U+2028 and U+2029 escaped.
-func appendJSONString(b []byte, s string) []byte {
+func appendJSONString(b []byte, s string) []byte { return appendQuoted(b, s, true) }
+
+// appendLogString appends s as log/slog's JSON handler writes a string: as appendJSONString
+// does, but <, > and & as they are and \b and \f as \u0008 and \u000c.
+func appendLogString(b []byte, s string) []byte { return appendQuoted(b, s, false) }
+
+func appendQuoted(b []byte, s string, html bool) []byte {
 	const hex = "0123456789abcdef"
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+			if c >= 0x20 && c != '"' && c != '\\' && (!html || c != '<' && c != '>' && c != '&') {
 				i++
 				continue
 			}
 			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
+			switch {
+			case c == '"' || c == '\\':
 				b = append(b, '\\', c)
-			case '\b':
+			case c == '\b' && html:
 				b = append(b, '\\', 'b')
-			case '\f':
+			case c == '\f' && html:
 				b = append(b, '\\', 'f')
-			case '\n':
+			case c == '\n':
 				b = append(b, '\\', 'n')
-			case '\r':
+			case c == '\r':
 				b = append(b, '\\', 'r')
-			case '\t':
+			case c == '\t':
 				b = append(b, '\\', 't')
 			default:
 				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])

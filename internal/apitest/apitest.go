@@ -71,7 +71,7 @@ func NewServer(tb testing.TB, dbURL string, mutate func(*api.Options)) *Server {
 	logs := &SyncBuffer{}
 	opts := api.Options{PublicURL: public, Gate: true, PasswordLogin: true, SessionTTL: time.Hour,
 		OperatorTokens: TokenFile(tb, OperatorToken), Passwords: passwords, PasswordCheckWait: 30 * time.Second,
-		ResetLimit: store.RateLimit{Max: 5, Window: time.Minute}, AccessLog: true,
+		ResetLimit: store.RateLimit{Max: 5, Window: time.Minute}, AccessLog: logs,
 		Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
 	if mutate != nil {
 		mutate(&opts)
@@ -186,14 +186,24 @@ func (s *Server) MustDo(tb testing.TB, req Request) Response {
 
 // SyncBuffer is a bytes.Buffer safe for concurrent writes, for capturing logs.
 type SyncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
+	mu     sync.Mutex
+	buf    bytes.Buffer
+	writes int
 }
 
 func (b *SyncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.writes++
 	return b.buf.Write(p)
+}
+
+// Writes returns how many times Write was called: for a process's standard error, how many
+// write system calls its log would have made.
+func (b *SyncBuffer) Writes() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.writes
 }
 
 // String returns everything written so far.

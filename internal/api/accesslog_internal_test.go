@@ -1,0 +1,76 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/terdut-server/terdut-server/internal/logcap"
+)
+
+// TestAccessLine_AsSlog: the access line built by hand is the line slog's JSON handler wrote
+// for the same request, byte for byte, so that what reads the log reads the same lines.
+func TestAccessLine_AsSlog(t *testing.T) {
+	zone := time.FixedZone("", -(3*3600 + 30*60))
+	for _, c := range []struct {
+		name, method, route, id, clientID string
+		at                                time.Time
+		status                            int
+		took                              time.Duration
+		user                              int64
+	}{
+		{"OK", "GET", "/api/me", "1a2b3c4d-1", "", time.Date(2026, 12, 1, 14, 5, 6, 123456789, time.UTC), 200, 1234567 * time.Nanosecond, 42},
+		{"ClientID", "POST", "/api/bootstrap", "9f1c2b7e-1", "the-client's \"id\"", time.Date(2026, 1, 2, 3, 4, 5, 0, zone), 201, 2 * time.Millisecond, 1},
+		{"Whole", "POST", "/api/bootstrap", "9f1c2b7e-client-id", "", time.Date(2026, 1, 2, 3, 4, 5, 0, zone), 201, 2 * time.Millisecond, 1},
+		{"Zero", "DELETE", "unmatched", "x", "", time.Date(2026, 12, 1, 0, 0, 0, 100, time.UTC), 404, 0, 0},
+		{"SubMicrosecond", "GET", "/healthz", "a", "", time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), 200, 999, 0},
+		{"Long", "GET", "/api/users", "a/b+c=d:e.f_g", "", time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), 500, 3*time.Hour + 7*time.Microsecond, 1 << 40},
+		{"Escapes", "M&<>\"\\\b\f\n\r\t\x01\x7f", "/x", "i", "", time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), 405, time.Second, 7},
+		{"Unicode", "é\u2028\u2029\xff日", "/x", "i", "", time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), 400, time.Millisecond, 7},
+		{"Cut", strings.Repeat("Ü", 100), "/x", "i", "", time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), 400, time.Millisecond, 7},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			method := logcap.String(c.method)
+			var want bytes.Buffer
+			r := slog.NewRecord(c.at, slog.LevelInfo, "request", 0)
+			r.AddAttrs(slog.String("method", method), slog.String("route", c.route), slog.Int("status", c.status),
+				slog.Float64("duration_ms", float64(c.took.Microseconds())/1000), slog.Int64("user_id", c.user),
+				slog.String("request_id", c.id))
+			if c.clientID != "" {
+				r.AddAttrs(slog.String("client_request_id", c.clientID))
+			}
+			if err := slog.NewJSONHandler(&want, nil).Handle(context.Background(), r); err != nil {
+				t.Fatal(err)
+			}
+			got := appendAccessLine(nil, c.at, method, c.route, c.status, c.took, c.user, c.id, c.clientID)
+			if string(got) != want.String() {
+				t.Errorf("got  %s\nwant %s", got, want.Bytes())
+			}
+		})
+	}
+}
+
+// TestAppendMilliseconds: a duration is written as encoding/json writes its milliseconds to the
+// microsecond as a float64, which is what slog wrote.
+func TestAppendMilliseconds(t *testing.T) {
+	us := []int64{0, 1, 9, 10, 99, 100, 101, 110, 999, 1000, 1001, 1010, 1100, 1234, 9999, 10000, 123456, 1e6 + 1,
+		86_400_000_000, 999_999_999_999_999, 1e15, 1e15 + 7, -1, -1500}
+	for i := int64(1); i < 2e15; i = i*7 + 3 {
+		us = append(us, i)
+	}
+	for _, u := range us {
+		// Odd ones with nanoseconds, which the line leaves out.
+		took := time.Duration(u)*time.Microsecond + 999*time.Nanosecond*time.Duration(u&1)
+		want, err := json.Marshal(float64(took.Microseconds()) / 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := appendMilliseconds(nil, took); string(got) != string(want) {
+			t.Errorf("%dµs: got %s, want %s", u, got, want)
+		}
+	}
+}
