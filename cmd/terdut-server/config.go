@@ -100,7 +100,7 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 	fs.IntVar(&c.OIDCPendingLimit, "oidc-pending-limit", 10000, "single sign-ons in progress kept at once, across replicas; past it the oldest are ended")
 	fs.IntVar(&c.APIKeysPerUser, "api-keys-per-user", 100, "live API keys one user may hold")
 	fs.DurationVar(&c.SSOAPIKeyMaxTTL, "sso-api-key-max-ttl", 2160*time.Hour, "longest life of an API key of a single sign-on person, from their last single sign-on")
-	fs.DurationVar(&c.SSOKeySignIn, "sso-key-sign-in-window", 15*time.Minute, "how recent a single sign-on must be for its session to create an API key")
+	fs.DurationVar(&c.SSOKeySignIn, "sso-key-sign-in-window", 15*time.Minute, "how recent the authentication at the single sign-on provider (its auth_time) must be for a session to create an API key")
 	fs.DurationVar(&c.SweepInterval, "sweep-interval", 15*time.Minute, "how often to delete dead sessions, keys and sign-ins, and audit events past --audit-retention")
 	fs.DurationVar(&c.AuditRetention, "audit-retention", 8760*time.Hour, "how long the audit of administrative actions keeps a row (at least 24h); 0: for ever")
 	fs.BoolVar(&c.AccessLog, "access-log", true, "log a line for every request")

@@ -42,12 +42,14 @@ func errSSOSignInTooOld(maxTTL time.Duration) *apiError {
 var errKeysOnlyFromClaim = &apiError{Status: http.StatusForbidden, Code: "keys_only_from_claim",
 	Message: "A machine user's API keys are issued only by the bootstrap claim; its operator claims again for a new one."}
 
-// errRecentSignIn asks a single sign-on session for a fresh sign-in before it makes a key, a
-// person or a set-password link.
+// errRecentSignIn asks a single sign-on session for a fresh authentication at the provider
+// before it makes a key, a person or a set-password link, and names the step-up sign-in that
+// asks the provider for one.
 func errRecentSignIn(window time.Duration) *apiError {
-	return &apiError{Status: http.StatusForbidden, Code: "recent_sign_in_required", Message: fmt.Sprintf(
-		"To create an API key, a person or a set-password link from a single sign-on session, sign in again "+
-			"first: the sign-in must be within the last %s.", humanDuration(window))}
+	return &apiError{Status: http.StatusForbidden, Code: "recent_sign_in_required", SignInURL: stepUpPath, Message: fmt.Sprintf(
+		"To create an API key, a person or a set-password link from a single sign-on session, authenticate again "+
+			"at the sign-in provider first (sign_in_url starts that sign-in): the authentication must be within the last %s.",
+		humanDuration(window))}
 }
 
 var (

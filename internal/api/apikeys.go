@@ -114,8 +114,9 @@ func (s *server) handleAPIKeyCreate() http.Handler {
 // action that creates a credential or gives power (an API key, a person, a set-password link)
 // outlives the session, so a session must show its person is at the keyboard, not just their
 // cookie: a password session with the current password (checked like a sign-in, on the same
-// count and in the same check slots), a single sign-on session by being recent (the store
-// checks its age in the transaction that acts). An API key acts as before.
+// count and in the same check slots), a single sign-on session by a recent authentication at
+// the provider (the store checks the time its ID token said, in the transaction that acts).
+// An API key acts as before.
 func (s *server) stepUp(r *http.Request, currentPassword string) (store.Caller, error) {
 	p := principalFrom(r.Context())
 	by := store.Caller{UserID: p.User.ID, APIKey: p.APIKey, Session: p.SessionToken}

@@ -18,7 +18,10 @@ type apiError struct {
 	Code       string
 	Message    string
 	RetryAfter time.Duration
-	logged     bool // its handler logs it, at a bounded rate: writeError does not
+	// SignInURL, when set, is where the client sends the person to sign in as the refusal
+	// asks (the answer's sign_in_url).
+	SignInURL string
+	logged    bool // its handler logs it, at a bounded rate: writeError does not
 }
 
 func (e *apiError) Error() string { return e.Message }
@@ -43,8 +46,9 @@ var (
 const statusClientClosed = 499
 
 type errorBody struct {
-	Error string `json:"error"`
-	Code  string `json:"code"`
+	Error     string `json:"error"`
+	Code      string `json:"code"`
+	SignInURL string `json:"sign_in_url,omitempty"`
 }
 
 // writeError is the one place an error becomes a response. Client errors say what is wrong;
@@ -56,7 +60,7 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if e.Status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="terdut-server"`)
 	}
-	writeJSON(w, e.Status, errorBody{Error: e.Message, Code: e.Code})
+	writeJSON(w, e.Status, errorBody{Error: e.Message, Code: e.Code, SignInURL: e.SignInURL})
 }
 
 // failure reports whether e is the server's failure, worth an ERROR in the log, rather than

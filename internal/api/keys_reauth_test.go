@@ -67,8 +67,8 @@ func TestAPIKeys_PasswordSessionNeedsCurrentPassword(t *testing.T) {
 }
 
 // TestAPIKeys_SSOSessionNeedsRecentSignIn: a single sign-on session makes keys only within
-// the sign-in window of its sign-in; signing in again opens it; the person's API key makes
-// keys as before.
+// the sign-in window of the person's authentication at the provider; signing in again opens
+// it; the person's API key makes keys as before.
 func TestAPIKeys_SSOSessionNeedsRecentSignIn(t *testing.T) {
 	srv, p := newOIDCServer(t, func(o *api.Options) { o.SSOKeySignInWindow = 10 * time.Minute })
 	srv.MustClaim(t)
@@ -76,7 +76,7 @@ func TestAPIKeys_SSOSessionNeedsRecentSignIn(t *testing.T) {
 	alice := mustMe(t, srv, session)
 	key := mustCreateKeyAs(t, srv, alice.ID, session, map[string]string{"name": "fresh"})
 
-	if _, err := srv.Store.Pool().Exec(t.Context(), `UPDATE sessions SET created_at = now() - interval '11 minutes'
+	if _, err := srv.Store.Pool().Exec(t.Context(), `UPDATE sessions SET authenticated_at = now() - interval '11 minutes'
 		WHERE user_id = $1`, alice.ID); err != nil {
 		t.Fatal(err)
 	}

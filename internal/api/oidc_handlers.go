@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"golang.org/x/oauth2"
 
@@ -52,7 +53,8 @@ func (s *server) handleOIDCLogin() http.Handler {
 			s.fail(w, r, err)
 			return
 		}
-		state, login := randomString(32), store.OIDCLogin{Nonce: randomString(32), CodeVerifier: oauth2.GenerateVerifier()}
+		state, login := randomString(32), store.OIDCLogin{Nonce: randomString(32), CodeVerifier: oauth2.GenerateVerifier(),
+			StepUp: r.URL.Query().Get("reauth") == "1"}
 		evicted, err := s.store.SaveOIDCLogin(r.Context(), state, login, oidcLoginTTL, store.Gate(s.opts.Gate), s.opts.OIDCPendingLimit)
 		if errors.Is(err, store.ErrBootstrapPending) {
 			s.refusePending(w, r, "oidc")
@@ -70,6 +72,10 @@ func (s *server) handleOIDCLogin() http.Handler {
 		opts := []oauth2.AuthCodeOption{oauth2.S256ChallengeOption(login.CodeVerifier), oauth2.SetAuthURLParam("nonce", login.Nonce)}
 		if hint := r.URL.Query().Get("login_hint"); loginHintPattern.MatchString(hint) {
 			opts = append(opts, oauth2.SetAuthURLParam("login_hint", hint))
+		}
+		if login.StepUp {
+			// Both, as providers honour one or the other: OpenID Connect Core defines each.
+			opts = append(opts, oauth2.SetAuthURLParam("max_age", "0"), oauth2.SetAuthURLParam("prompt", "login"))
 		}
 		http.Redirect(w, r, oauth.AuthCodeURL(state, opts...), http.StatusFound)
 	})
@@ -176,10 +182,17 @@ func (s *server) finishOIDC(w http.ResponseWriter, r *http.Request) (store.SSOId
 	if err := idt.Claims(&c.id); err != nil {
 		return store.SSOIdentity{}, errTokenRejected
 	}
+	at, err := authenticatedAt(c.id["auth_time"], login, time.Now())
+	if err != nil {
+		s.log.WarnContext(r.Context(), "OIDC step-up sign-in refused", "reason", s.classify(err).Code)
+		return store.SSOIdentity{}, err
+	}
 	if err := s.fillFromUserInfo(r.Context(), provider, tok, idt.Subject, &c); err != nil {
 		return store.SSOIdentity{}, err
 	}
-	return s.identityFrom(idt.Issuer, idt.Subject, c)
+	id, err := s.identityFrom(idt.Issuer, idt.Subject, c)
+	id.AuthenticatedAt = at
+	return id, err
 }
 
 // safeErrorCode passes on a provider's error code only if it looks like one.

@@ -17,11 +17,12 @@ import (
 	"github.com/terdut-server/terdut-server/internal/store"
 )
 
-// ageSessions moves every session of the user back by age, as if stolen that long ago.
+// ageSessions moves every session of the user back by age, as if stolen that long ago: its
+// creation and, for a single sign-on, the authentication at the provider it records.
 func ageSessions(t *testing.T, srv *apitest.Server, userID int64, age string) {
 	t.Helper()
-	if _, err := srv.Store.Pool().Exec(t.Context(), `UPDATE sessions SET created_at = created_at - $2::interval
-		WHERE user_id = $1`, userID, age); err != nil {
+	if _, err := srv.Store.Pool().Exec(t.Context(), `UPDATE sessions SET created_at = created_at - $2::interval,
+		authenticated_at = authenticated_at - $2::interval WHERE user_id = $1`, userID, age); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -32,6 +32,8 @@ type Authorizer interface {
 type OIDCFlow struct {
 	// StateCookie binds the flow to the browser that started it; nil sends none.
 	StateCookie *http.Cookie
+	// AuthURL is where the instance sent the browser: the provider's authorization request.
+	AuthURL string
 	// Callback is where the provider sent the browser: the callback URL with code and state,
 	// or with error and state.
 	Callback *url.URL
@@ -48,7 +50,17 @@ func (f OIDCFlow) Request() Request {
 // redirects to the provider with a state cookie and p redirects back; it is safe to call from
 // many goroutines.
 func (s *Server) StartOIDC(ctx context.Context, p Authorizer, subject string) (OIDCFlow, error) {
-	resp, err := s.Do(Request{Method: http.MethodGet, Path: "/auth/oidc/login?login_hint=" + url.QueryEscape(subject)})
+	return s.startOIDC(ctx, p, "/auth/oidc/login?login_hint="+url.QueryEscape(subject))
+}
+
+// StartOIDCStepUp is StartOIDC for a step-up sign-in (GET /auth/oidc/login?reauth=1), the one
+// that asks the provider to authenticate the person again before a session makes an API key.
+func (s *Server) StartOIDCStepUp(ctx context.Context, p Authorizer, subject string) (OIDCFlow, error) {
+	return s.startOIDC(ctx, p, "/auth/oidc/login?reauth=1&login_hint="+url.QueryEscape(subject))
+}
+
+func (s *Server) startOIDC(ctx context.Context, p Authorizer, path string) (OIDCFlow, error) {
+	resp, err := s.Do(Request{Method: http.MethodGet, Path: path})
 	if err != nil {
 		return OIDCFlow{}, fmt.Errorf("start sign-in: %w", err)
 	}
@@ -65,7 +77,7 @@ func (s *Server) StartOIDC(ctx context.Context, p Authorizer, subject string) (O
 	if err != nil {
 		return OIDCFlow{}, fmt.Errorf("provider's redirect: %w", err)
 	}
-	return OIDCFlow{StateCookie: cookie, Callback: cb}, nil
+	return OIDCFlow{StateCookie: cookie, AuthURL: authURL, Callback: cb}, nil
 }
 
 // StateCookie returns the sign-in state cookie the response set (named terdut_oidc_state-<hash

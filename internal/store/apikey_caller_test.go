@@ -57,12 +57,16 @@ func TestAPIKeys_IssueChecksTheCaller(t *testing.T) {
 			t.Fatal(err)
 		}
 		by := store.Caller{UserID: alice.ID, Session: sess.Token, SignedInWithin: 10 * time.Minute}
-		if err := issue(by); err != nil {
-			t.Fatalf("a session of a minute ago: got %v, want nil", err)
-		}
-		mustExec(t, st, `UPDATE sessions SET created_at = now() - interval '11 minutes' WHERE user_id = $1`, alice.ID)
 		if err := issue(by); !errors.Is(err, store.ErrSignInTooOld) {
-			t.Fatalf("a session of 11 minutes ago: got %v, want %v", err, store.ErrSignInTooOld)
+			t.Fatalf("a new session with no time of authentication at the provider: got %v, want %v", err, store.ErrSignInTooOld)
+		}
+		mustExec(t, st, `UPDATE sessions SET authenticated_at = now() - interval '1 minute' WHERE user_id = $1`, alice.ID)
+		if err := issue(by); err != nil {
+			t.Fatalf("an authentication of a minute ago: got %v, want nil", err)
+		}
+		mustExec(t, st, `UPDATE sessions SET authenticated_at = now() - interval '11 minutes' WHERE user_id = $1`, alice.ID)
+		if err := issue(by); !errors.Is(err, store.ErrSignInTooOld) {
+			t.Fatalf("an authentication of 11 minutes ago, in a new session: got %v, want %v", err, store.ErrSignInTooOld)
 		}
 		by.SignedInWithin = 0
 		if err := issue(by); err != nil {

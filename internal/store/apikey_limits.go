@@ -23,7 +23,8 @@ var (
 	// ErrCallerRevoked means the API key or session the request authenticated with was
 	// revoked, or expired, before the key it asked for could be issued.
 	ErrCallerRevoked = errors.New("the caller's credential is no longer live")
-	// ErrSignInTooOld means the caller's session began longer ago than Caller.SignedInWithin.
+	// ErrSignInTooOld means the person behind the caller's session did not authenticate at
+	// the provider within Caller.SignedInWithin, or the provider did not say when.
 	ErrSignInTooOld = errors.New("the caller's sign-in is not recent enough")
 )
 
@@ -46,8 +47,11 @@ type Caller struct {
 	UserID  int64
 	APIKey  string // the secret of the API key the request carried, or
 	Session string // the token of its session cookie
-	// SignedInWithin, when positive, requires the session to have been created (the person
-	// signed in) within this long.
+	// SignedInWithin, when positive, requires the session's person to have authenticated at
+	// the single sign-on provider within this long, by the time its ID token said
+	// (SSOIdentity.AuthenticatedAt, kept as sessions.authenticated_at). When the session was
+	// created does not count: a provider that remembers the person signs them in again
+	// without asking anything.
 	SignedInWithin time.Duration
 }
 
@@ -63,7 +67,8 @@ type APIKeyLimits struct {
 
 // IssueAPIKey issues a key within lim and returns it with its secret, shown once. It returns
 // ErrNotFound when the user does not exist; ErrCallerRevoked when nk.By's key or session is no
-// longer live, and ErrSignInTooOld when its session is older than nk.By.SignedInWithin;
+// longer live, and ErrSignInTooOld when its person's authentication at the provider is older
+// than nk.By.SignedInWithin, or unknown;
 // ErrServiceUserKey for a machine user, whoever asks; ErrTooManyAPIKeys when the user holds
 // lim.PerUser live keys; and, for a single sign-on person, ErrSSOSignInTooOld when their last
 // single sign-on is lim.SSOMaxTTL or longer ago and ErrExpiryTooLate when the key would expire

@@ -8,7 +8,7 @@ import (
 )
 
 // callerCheck is the answer of a Caller's check: whether its credential is live and, for a
-// session, whether it began within Caller.SignedInWithin.
+// session, whether its person authenticated at the provider within Caller.SignedInWithin.
 type callerCheck struct{ live, recent bool }
 
 // queue adds to batch the check of by's API key or session; the zero Caller is this process
@@ -27,8 +27,8 @@ func (c *callerCheck) queue(batch *pgx.Batch, by Caller) {
 		return err
 	}
 	if by.Session != "" {
-		batch.Queue(`SELECT $3::interval <= '0' OR created_at > now() - $3::interval FROM sessions
-			WHERE token_hash = $1 AND user_id = $2 AND revoked_at IS NULL AND expires_at > now()`,
+		batch.Queue(`SELECT $3::interval <= '0' OR coalesce(authenticated_at > now() - $3::interval, false)
+			FROM sessions WHERE token_hash = $1 AND user_id = $2 AND revoked_at IS NULL AND expires_at > now()`,
 			hashToken(by.Session), by.UserID, by.SignedInWithin).QueryRow(scan)
 		return
 	}
@@ -37,8 +37,9 @@ func (c *callerCheck) queue(batch *pgx.Batch, by Caller) {
 		hashToken(by.APIKey), by.UserID).QueryRow(scan)
 }
 
-// err is ErrCallerRevoked for a credential no longer live, ErrSignInTooOld for a session
-// older than the caller's SignedInWithin, and nil otherwise.
+// err is ErrCallerRevoked for a credential no longer live, ErrSignInTooOld for a session whose
+// person's authentication at the provider is older than the caller's SignedInWithin (or
+// unknown), and nil otherwise.
 func (c callerCheck) err() error {
 	switch {
 	case !c.live:

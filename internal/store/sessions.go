@@ -94,11 +94,13 @@ func (s *Store) CreatePasswordSession(ctx context.Context, userID int64, checked
 	return sess, nil
 }
 
-func createSession(ctx context.Context, tx pgx.Tx, userID int64, ttl time.Duration) (Session, error) {
+// createSession signs the user in for ttl; authenticatedAt is when the single sign-on
+// provider says they authenticated (nil: unknown).
+func createSession(ctx context.Context, tx pgx.Tx, userID int64, ttl time.Duration, authenticatedAt *time.Time) (Session, error) {
 	sess := Session{Token: newSecret(), UserID: userID}
-	err := tx.QueryRow(ctx, `INSERT INTO sessions (user_id, token_hash, expires_at)
-		SELECT id, $2, now() + $3::interval FROM users WHERE id = $1 RETURNING expires_at`,
-		userID, hashToken(sess.Token), ttl).Scan(&sess.ExpiresAt)
+	err := tx.QueryRow(ctx, `INSERT INTO sessions (user_id, token_hash, expires_at, authenticated_at)
+		SELECT id, $2, now() + $3::interval, $4 FROM users WHERE id = $1 RETURNING expires_at`,
+		userID, hashToken(sess.Token), ttl, authenticatedAt).Scan(&sess.ExpiresAt)
 	if err == pgx.ErrNoRows {
 		return Session{}, ErrNotFound
 	}

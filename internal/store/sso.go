@@ -24,6 +24,10 @@ type SSOIdentity struct {
 	// none. It is remembered on the person (see DeprovisionSSOUser): a later sign-in without
 	// it is then a removal from every group, not a configuration problem.
 	GroupsClaim string
+	// AuthenticatedAt is when the provider says the person last authenticated there (the ID
+	// token's auth_time); nil when it did not say. It is kept on the session: see
+	// Caller.SignedInWithin.
+	AuthenticatedAt *time.Time
 }
 
 // maxUsernameSuffix bounds the search for a free username for a new SSO user.
@@ -87,7 +91,7 @@ func (s *Store) SignInSSO(ctx context.Context, id SSOIdentity, ttl time.Duration
 		if err != nil {
 			return wrap(err, "find SSO user")
 		}
-		sess, err = createSession(ctx, tx, u.ID, ttl)
+		sess, err = createSession(ctx, tx, u.ID, ttl, id.AuthenticatedAt)
 		return err
 	})
 	if err != nil {
@@ -134,6 +138,10 @@ func createSSOUser(ctx context.Context, tx pgx.Tx, id SSOIdentity) (u User, crea
 type OIDCLogin struct {
 	Nonce        string
 	CodeVerifier string
+	// StepUp marks a sign-in that asked the provider to authenticate the person again.
+	StepUp bool
+	// StartedAt is when the sign-in began; set by TakeOIDCLogin, ignored by SaveOIDCLogin.
+	StartedAt time.Time
 }
 
 // SaveOIDCLogin records a sign-in started with this state, valid for ttl. With the gate on
@@ -155,11 +163,11 @@ func (s *Store) SaveOIDCLogin(ctx context.Context, state string, l OIDCLogin, tt
 			RETURNING 1
 		),
 		ins AS (
-			INSERT INTO oidc_logins (state_hash, nonce, code_verifier, expires_at)
-			SELECT $1, $2, $3, now() + $4::interval FROM g WHERE g.open
+			INSERT INTO oidc_logins (state_hash, nonce, code_verifier, expires_at, step_up)
+			SELECT $1, $2, $3, now() + $4::interval, $7 FROM g WHERE g.open
 		)
 		SELECT g.open, (SELECT count(*) FROM evict) FROM g`,
-		hashToken(state), l.Nonce, l.CodeVerifier, ttl, bool(gate), max(limit, 0)).Scan(&open, &evicted)
+		hashToken(state), l.Nonce, l.CodeVerifier, ttl, bool(gate), max(limit, 0), l.StepUp).Scan(&open, &evicted)
 	switch {
 	case err != nil:
 		return 0, wrap(err, "save sign-in")
@@ -177,14 +185,16 @@ func (s *Store) TakeOIDCLogin(ctx context.Context, state string, gate Gate) (OID
 	var open bool
 	var live *bool
 	var nonce, verifier *string
+	var stepUp *bool
+	var started *time.Time
 	err := s.pool.QueryRow(ctx, `
 		WITH g AS (SELECT NOT $2 OR state = 'complete' AS open FROM bootstrap_state),
 		d AS (
 			DELETE FROM oidc_logins WHERE state_hash = $1 AND (SELECT open FROM g)
-			RETURNING nonce, code_verifier, expires_at > now() AS live
+			RETURNING nonce, code_verifier, expires_at > now() AS live, step_up, created_at
 		)
-		SELECT g.open, d.nonce, d.code_verifier, d.live FROM g LEFT JOIN d ON true`,
-		hashToken(state), bool(gate)).Scan(&open, &nonce, &verifier, &live)
+		SELECT g.open, d.nonce, d.code_verifier, d.live, d.step_up, d.created_at FROM g LEFT JOIN d ON true`,
+		hashToken(state), bool(gate)).Scan(&open, &nonce, &verifier, &live, &stepUp, &started)
 	switch {
 	case err != nil:
 		return OIDCLogin{}, wrap(err, "take sign-in")
@@ -193,6 +203,6 @@ func (s *Store) TakeOIDCLogin(ctx context.Context, state string, gate Gate) (OID
 	case live == nil || !*live:
 		return OIDCLogin{}, ErrNotFound
 	}
-	l.Nonce, l.CodeVerifier = *nonce, *verifier
+	l.Nonce, l.CodeVerifier, l.StepUp, l.StartedAt = *nonce, *verifier, *stepUp, *started
 	return l, nil
 }

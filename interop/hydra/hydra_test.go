@@ -124,3 +124,53 @@ func TestHydra_ClaimsPlacement(t *testing.T) {
 		}
 	})
 }
+
+// TestHydra_RememberedLogin: Hydra remembers a person's login and signs them in again without
+// asking anything, with the auth_time of that login. That new local session makes no API key
+// once the authentication is older than --sso-key-sign-in-window (10s here), however new the
+// session; the step-up sign-in makes Hydra ask the login app to authenticate them again, and
+// that session makes one.
+func TestHydra_RememberedLogin(t *testing.T) {
+	p := hydra.Start(t, bin, suite.CallbackURL)
+	product := hydra.Product{Provider: p}
+	const sub = "sub-remy"
+	product.SetPerson(t, suite.Person{Login: sub, Username: "remy", Email: "remy@example.test", EmailVerified: true,
+		Groups: []string{suite.Users}})
+	p.Remember(sub)
+	const window = 10 * time.Second
+	srv := suite.NewServersWith(t, product, func(o *api.Options) { o.SSOKeySignInWindow = window })
+	srv.Gated.MustClaim(t)
+
+	me, c := suite.MustSignIn(t, srv.Gated, product, sub)
+	suite.MustCreateKey(t, srv.Gated, me.ID, c)
+	if n := p.Authentications(sub); n != 1 {
+		t.Fatalf("authentications at Hydra after the first sign-in: got %d, want 1", n)
+	}
+
+	time.Sleep(window + time.Second)
+	_, c = suite.MustSignIn(t, srv.Gated, product, sub)
+	if n := p.Authentications(sub); n != 1 {
+		t.Fatalf("authentications at Hydra after the remembered sign-in: got %d, want 1 (Hydra skipped the login app)", n)
+	}
+	resp := suite.CreateKey(t, srv.Gated, me.ID, c)
+	if resp.Status != http.StatusForbidden || resp.Code() != "recent_sign_in_required" {
+		t.Fatalf("API key from the remembered sign-in's new session: got %d %s, want 403 recent_sign_in_required", resp.Status, resp.Body)
+	}
+
+	f, err := srv.Gated.StartOIDCStepUp(t.Context(), product, sub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := p.Authentications(sub); n != 2 {
+		t.Fatalf("authentications at Hydra after the step-up: got %d, want 2 (Hydra asked the login app again)", n)
+	}
+	resp, err = srv.Gated.FinishOIDC(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c = resp.Cookie("terdut_session")
+	if resp.Status != http.StatusSeeOther || c == nil {
+		t.Fatalf("step-up callback: got %d %s, want 303 with a session", resp.Status, resp.Body)
+	}
+	suite.MustCreateKey(t, srv.Gated, me.ID, c)
+}

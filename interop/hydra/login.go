@@ -29,11 +29,14 @@ func (p *Provider) TryAuthorize(ctx context.Context, authURL string) (string, er
 	subject := u.Query().Get("login_hint")
 	p.mu.Lock()
 	claims, ok := p.people[subject]
+	jar, remember := p.browsers[subject]
 	p.mu.Unlock()
 	if !ok {
 		return "", fmt.Errorf("hydra: no person %q (login_hint) was set", subject)
 	}
-	jar, _ := cookiejar.New(nil) // Hydra's CSRF cookies tie the steps to this browser
+	if !remember {
+		jar, _ = cookiejar.New(nil) // Hydra's CSRF cookies tie the steps to this browser
+	}
 	browser := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	next := authURL
 	for range 8 {
@@ -54,8 +57,7 @@ func (p *Provider) TryAuthorize(ctx context.Context, authURL string) (string, er
 		q := loc.Query()
 		switch {
 		case q.Has("login_challenge"):
-			err = p.tryAdmin(ctx, http.MethodPut, "/admin/oauth2/auth/requests/login/accept?login_challenge="+url.QueryEscape(q.Get("login_challenge")),
-				map[string]any{"subject": subject, "remember": false}, &accepted)
+			err = p.acceptLogin(ctx, q.Get("login_challenge"), subject, remember, &accepted)
 		case q.Has("consent_challenge"):
 			challenge := url.QueryEscape(q.Get("consent_challenge"))
 			var request struct {
@@ -94,4 +96,45 @@ func redirect(ctx context.Context, browser *http.Client, u string) (*url.URL, er
 		return nil, fmt.Errorf("hydra: GET %s: %s without a redirect", req.URL.Path, resp.Status)
 	}
 	return loc, nil
+}
+
+// acceptLogin plays the login app: when Hydra skips the login (it remembers the subject's
+// authentication, and the request asked for no new one) it accepts it as Hydra requires;
+// otherwise it authenticates the subject, counted by Authentications, and asks Hydra to
+// remember that when the subject's browser is kept (Remember).
+func (p *Provider) acceptLogin(ctx context.Context, challenge, subject string, remember bool, accepted any) error {
+	challenge = url.QueryEscape(challenge)
+	var request struct {
+		Skip bool `json:"skip"`
+	}
+	if err := p.tryAdmin(ctx, http.MethodGet, "/admin/oauth2/auth/requests/login?login_challenge="+challenge, nil, &request); err != nil {
+		return err
+	}
+	accept := map[string]any{"subject": subject}
+	if !request.Skip {
+		p.mu.Lock()
+		p.authentications[subject]++
+		p.mu.Unlock()
+		accept["remember"], accept["remember_for"] = remember, 0 // 0: until the browser's session ends
+	}
+	return p.tryAdmin(ctx, http.MethodPut, "/admin/oauth2/auth/requests/login/accept?login_challenge="+challenge, accept, accepted)
+}
+
+// Remember keeps a browser for the subject from now on, as a person who stays signed in at
+// Hydra: the login app asks Hydra to remember their authentication, and Hydra then signs them
+// in again without the login app, with the auth_time of that authentication, unless the
+// authorization request asks for a new one (prompt=login, max_age).
+func (p *Provider) Remember(subject string) {
+	jar, _ := cookiejar.New(nil)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.browsers[subject] = jar
+}
+
+// Authentications returns how many times the login app authenticated the subject: the
+// logins Hydra asked it for and did not skip.
+func (p *Provider) Authentications(subject string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.authentications[subject]
 }

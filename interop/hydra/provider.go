@@ -36,8 +36,10 @@ type Provider struct {
 	watch suite.Watch
 	http  *http.Client
 
-	mu     sync.Mutex
-	people map[string]Claims // by subject
+	mu              sync.Mutex
+	people          map[string]Claims         // by subject
+	browsers        map[string]http.CookieJar // by subject, of those Remember keeps signed in
+	authentications map[string]int            // by subject: see Authentications
 }
 
 // Claims is what the login and consent app grants a subject: the claims it puts in the ID
@@ -83,7 +85,8 @@ func start(tb testing.TB, bin, redirectURL string, publicElsewhere bool) *Provid
 	}
 	publicPort, adminPort := freePort(tb), freePort(tb)
 	p := &Provider{URL: "http://" + proxyLn.Addr().String(), AdminURL: fmt.Sprintf("http://127.0.0.1:%d", adminPort),
-		http: &http.Client{Timeout: 30 * time.Second}, people: map[string]Claims{}}
+		http: &http.Client{Timeout: 30 * time.Second}, people: map[string]Claims{},
+		browsers: map[string]http.CookieJar{}, authentications: map[string]int{}}
 	p.PublicURL = p.URL
 	if publicElsewhere {
 		p.PublicURL = fmt.Sprintf("http://127.0.0.1:%d", publicPort)

@@ -33,6 +33,36 @@ func Run(t *testing.T, p Product, login func(name string) string) {
 		email(t, p, person("vera", Users), unverified, noName)
 	})
 	t.Run("KeyRotation", func(t *testing.T) { keyRotation(t, p, person("kai", Users), person("kim", Users)) })
+	t.Run("StepUp", func(t *testing.T) { stepUp(t, p, person("stu", Users)) })
+}
+
+// stepUp: the product says when the person authenticated (auth_time), so the session of a
+// sign-in where they just did makes an API key; the step-up sign-in asks the product for a
+// new authentication (max_age=0, prompt=login), and the product answers it with an auth_time
+// the callback accepts, whose session makes a key too.
+func stepUp(t *testing.T, p Product, who Person) {
+	srv := NewServers(t, p, nil)
+	srv.Gated.MustClaim(t)
+	p.SetPerson(t, who)
+	me, c := MustSignIn(t, srv.Gated, p, who.Login)
+	MustCreateKey(t, srv.Gated, me.ID, c)
+
+	f, err := srv.Gated.StartOIDCStepUp(t.Context(), p, who.Login)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q := mustParse(t, f.AuthURL).Query(); q.Get("max_age") != "0" || q.Get("prompt") != "login" {
+		t.Errorf("step-up authorization request: got max_age=%q prompt=%q, want 0 and login", q.Get("max_age"), q.Get("prompt"))
+	}
+	resp, err := srv.Gated.FinishOIDC(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c = resp.Cookie("terdut_session")
+	if resp.Status != http.StatusSeeOther || c == nil {
+		t.Fatalf("step-up callback: got %d %s, want 303 with a session", resp.Status, resp.Body)
+	}
+	MustCreateKey(t, srv.Gated, me.ID, c)
 }
 
 // gate: while the install is pending no sign-in the product made succeeds, neither a start

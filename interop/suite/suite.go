@@ -5,6 +5,7 @@
 package suite
 
 import (
+	"fmt"
 	"net/http"
 	"net/url"
 	"testing"
@@ -74,15 +75,26 @@ type Servers struct {
 // the group rules Users and Admins.
 func NewServers(tb testing.TB, p Product, mutate func(*api.OIDCOptions)) Servers {
 	tb.Helper()
+	return NewServersWith(tb, p, func(o *api.Options) {
+		if mutate != nil {
+			mutate(o.OIDC)
+		}
+	})
+}
+
+// NewServersWith is NewServers with mutate applied to each instance's options last (their
+// OIDC options are p's with the group rules, and o.OIDC may be changed in place).
+func NewServersWith(tb testing.TB, p Product, mutate func(*api.Options)) Servers {
+	tb.Helper()
 	db := pgtest.MustDatabase(tb)
 	opts := func(gate bool) func(*api.Options) {
 		return func(o *api.Options) {
 			oidc := p.OIDC()
 			oidc.AllowedGroups, oidc.AdminGroups = []string{Users}, []string{Admins}
-			if mutate != nil {
-				mutate(&oidc)
-			}
 			o.PublicURL, o.OIDC, o.Gate = PublicURL, &oidc, gate
+			if mutate != nil {
+				mutate(o)
+			}
 		}
 	}
 	return Servers{Gated: apitest.NewServer(tb, db, opts(true)), Starter: apitest.NewServer(tb, db, opts(false))}
@@ -125,4 +137,28 @@ func MustSignIn(tb testing.TB, srv *apitest.Server, p Product, login string) (Me
 	tb.Helper()
 	c := srv.MustSignInOIDC(tb, p, login)
 	return MustMe(tb, srv, c), c
+}
+
+// CreateKey asks for an API key for the user with the session cookie c.
+func CreateKey(tb testing.TB, srv *apitest.Server, userID int64, c *http.Cookie) apitest.Response {
+	tb.Helper()
+	return srv.MustDo(tb, apitest.Request{Method: http.MethodPost, Path: fmt.Sprintf("/api/users/%d/api-keys", userID),
+		Cookie: c, Body: map[string]string{"name": "from-session"}})
+}
+
+// MustCreateKey fails unless the session c makes the user an API key.
+func MustCreateKey(tb testing.TB, srv *apitest.Server, userID int64, c *http.Cookie) {
+	tb.Helper()
+	if resp := CreateKey(tb, srv, userID, c); resp.Status != http.StatusCreated {
+		tb.Fatalf("API key from the session: got %d %s, want 201", resp.Status, resp.Body)
+	}
+}
+
+func mustParse(tb testing.TB, u string) *url.URL {
+	tb.Helper()
+	parsed, err := url.Parse(u)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return parsed
 }
