@@ -10,21 +10,57 @@
 #         engine is asked; nothing is pulled to find out.
 # The offline build uses the same Dockerfile with build arguments and the classic builder:
 #   BUILDER_IMAGE=terdut-build/shell:1   busybox (Debian's busybox-static), for the RUN lines;
-#   RUNTIME_IMAGE=terdut-build/static:1  /etc/passwd with nonroot (65532), CA certificates
-#                                        (Debian's ca-certificates), time zones, /tmp; no shell;
+#   RUNTIME_IMAGE=terdut-build/static:2  /etc/passwd with nonroot (65532), CA certificates
+#                                        (Debian's ca-certificates as the package ships them,
+#                                        never this host's local CAs), time zones, /tmp; no shell
+#                                        (:1 held the host's merged store);
 #   PREBUILT=1 and a context holding a terdut-server built here with CGO_ENABLED=0 and the
 #   Dockerfile's flags.
 # Both bases are imported once and reused. Needs a Docker engine (scripts/docker-engine.sh).
+#
+# scripts/server-image.sh --runtime-root DIR lays the runtime base's files out in DIR and
+# stops, with no engine: what the image's root holds, for a test to read.
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 image=${1:-terdut-server:dev}
 mode=${TERDUT_IMAGE_OFFLINE:-auto}
 builder=terdut-build/shell:1
-runtime=terdut-build/static:1
+runtime=terdut-build/static:2
 
 die() { echo "server-image: $*" >&2; exit 1; }
 say() { echo "server-image: $*" >&2; }
+
+# runtime_root DIR: the runtime base's files: Debian's CA certificates as the package ships
+# them, time zones, the nonroot user, /tmp; no shell. The CA bundle is the package's own
+# certificates, never the build host's merged store (/etc/ssl/certs/ca-certificates.crt),
+# which also holds whatever CAs this machine trusts locally (a proxy's, a company's): those
+# must not become trusted by every install of the image.
+runtime_root() {
+  local root=$1 certs
+  dpkg -s ca-certificates >/dev/null 2>&1 || "$repo/scripts/apt-install.sh" ca-certificates
+  [[ -d /usr/share/zoneinfo ]] || "$repo/scripts/apt-install.sh" tzdata
+  certs=$(dpkg -L ca-certificates | grep -E '^/usr/share/ca-certificates/mozilla/[^/]+\.crt$' | LC_ALL=C sort)
+  [[ -n $certs ]] || die "the ca-certificates package lists no certificate under /usr/share/ca-certificates/mozilla"
+  if dpkg --verify ca-certificates 2>/dev/null | grep -q '/usr/share/ca-certificates/mozilla/'; then
+    die "the ca-certificates package's certificates were changed on this machine (dpkg --verify ca-certificates): reinstall it"
+  fi
+  mkdir -p "$root"/etc/ssl/certs "$root"/usr/share "$root"/tmp "$root"/home/nonroot "$root"/root
+  while IFS= read -r f; do cat "$f"; done <<<"$certs" >"$root/etc/ssl/certs/ca-certificates.crt"
+  cp -a /usr/share/zoneinfo "$root/usr/share/"
+  printf '%s\n' 'root:x:0:0:root:/root:/sbin/nologin' 'nobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin' \
+    'nonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin' >"$root/etc/passwd"
+  printf '%s\n' 'root:x:0:' 'nobody:x:65534:' 'nonroot:x:65532:' >"$root/etc/group"
+  echo 'hosts: files dns' >"$root/etc/nsswitch.conf"
+  chmod 1777 "$root/tmp"
+  chmod 700 "$root/root"
+}
+
+if [[ ${1:-} == --runtime-root ]]; then
+  [[ -n ${2:-} ]] || die "usage: scripts/server-image.sh --runtime-root DIR"
+  runtime_root "$2"
+  exit 0
+fi
 
 docker version --format '{{.Server.Version}}' >/dev/null 2>&1 ||
   die "no Docker engine answers${DOCKER_HOST:+ at $DOCKER_HOST}; start one with: eval \"\$(scripts/docker-engine.sh start)\""
@@ -64,18 +100,8 @@ if ! docker image inspect "$builder" >/dev/null 2>&1; then
 fi
 
 if ! docker image inspect "$runtime" >/dev/null 2>&1; then
-  [[ -s /etc/ssl/certs/ca-certificates.crt ]] || "$repo/scripts/apt-install.sh" ca-certificates
-  [[ -d /usr/share/zoneinfo ]] || "$repo/scripts/apt-install.sh" tzdata
   root=$work/static
-  mkdir -p "$root"/etc/ssl/certs "$root"/usr/share "$root"/tmp "$root"/home/nonroot "$root"/root
-  cp /etc/ssl/certs/ca-certificates.crt "$root/etc/ssl/certs/"
-  cp -a /usr/share/zoneinfo "$root/usr/share/"
-  printf '%s\n' 'root:x:0:0:root:/root:/sbin/nologin' 'nobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin' \
-    'nonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin' >"$root/etc/passwd"
-  printf '%s\n' 'root:x:0:' 'nobody:x:65534:' 'nonroot:x:65532:' >"$root/etc/group"
-  echo 'hosts: files dns' >"$root/etc/nsswitch.conf"
-  chmod 1777 "$root/tmp"
-  chmod 700 "$root/root"
+  runtime_root "$root"
   tar -C "$root" --numeric-owner --owner=0 --group=0 --exclude=./home/nonroot -cf "$work/static.tar" .
   tar -C "$root" --numeric-owner --owner=65532 --group=65532 -rf "$work/static.tar" ./home/nonroot
   docker import "$work/static.tar" "$runtime" >/dev/null
