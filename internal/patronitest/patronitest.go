@@ -11,8 +11,6 @@
 package patronitest
 
 import (
-	"github.com/terdut-server/terdut-server/internal/proctest"
-
 	"context"
 	"encoding/json"
 	"fmt"
@@ -23,6 +21,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/terdut-server/terdut-server/internal/proctest"
 )
 
 // Timing of the cluster, as in the notes on this machine kind: a dead leader's lock expires
@@ -139,13 +139,27 @@ func (c *Cluster) startEtcd(peerPort, metricsPort int) {
 	c.restartEtcd()
 }
 
-// restartEtcd starts etcd on its data directory.
+// restartEtcd starts etcd on its data directory and waits until it has decided its cluster
+// version: Patroni 3.0.2 connecting before that dies at start (ValueError: invalid literal for
+// int() with base 10: 'not_decided'), which on a quiet machine left a member that never ran.
 func (c *Cluster) restartEtcd() {
 	p, err := startProc("etcd", c.bins["etcd"], c.etcdArgs, os.Environ(), nil, filepath.Join(c.dir, "etcd.log"))
 	if err != nil {
 		c.t.Fatal(err)
 	}
 	c.etcd = p
+	version := "http://127.0.0.1:" + strconv.Itoa(c.EtcdPort) + "/version"
+	c.waitFor(context.Background(), "etcd to decide its cluster version", func() bool {
+		resp, err := restClient.Get(version)
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		var v struct {
+			Cluster string `json:"etcdcluster"`
+		}
+		return json.NewDecoder(resp.Body).Decode(&v) == nil && v.Cluster != "" && v.Cluster != "not_decided"
+	})
 }
 
 // prepareMember writes the member's Patroni configuration and makes its directories.
