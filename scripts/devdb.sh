@@ -66,7 +66,9 @@ prepare() {
   chmod 700 "$data" "$run"
   if [[ $(id -u) == 0 ]]; then
     chown -R postgres:postgres "$data" "$run"
-    [[ $cluster != "$repo/.dev" ]] || chown postgres:postgres "$repo/.dev"
+    # postgres may pass through .dev, not write in it: root writes the password and the
+    # cluster's place there, and must never write into a directory postgres owns.
+    [[ $cluster != "$repo/.dev" ]] || { chgrp postgres "$repo/.dev" && chmod 710 "$repo/.dev"; }
   fi
 }
 
@@ -102,7 +104,7 @@ url() { echo "postgres://postgres:$(password)@127.0.0.1:$port/$dbname?sslmode=di
 secure() {
   local hba=$data/pg_hba.conf
   as_server grep -Eq '^[^#]*[[:space:]]trust[[:space:]]*$' "$hba" || return 0
-  "${psql[@]}" -c "ALTER ROLE postgres PASSWORD '$(password)'" >/dev/null
+  "${psql[@]}" <<<"ALTER ROLE postgres PASSWORD '$(password)'" >/dev/null # on stdin: never in a command line
   as_server sed -i -E 's/^([^#]*[[:space:]])trust[[:space:]]*$/\1scram-sha-256/' "$hba"
   as_server "$(bin pg_ctl)" reload -D "$data" >/dev/null
 }
@@ -114,11 +116,11 @@ running() {
 start() {
   if [[ ! -f $data/PG_VERSION ]]; then
     prepare
-    # initdb reads the password from a file of the server's user, gone once it is done.
-    (umask 077 && password >"$run/pwfile")
-    [[ $(id -u) != 0 ]] || chown postgres:postgres "$run/pwfile"
-    as_server "$(bin initdb)" -D "$data" --auth=scram-sha-256 --pwfile="$run/pwfile" --username=postgres -E UTF8 --no-locale >"$run/initdb.log" 2>&1 \
-      || { rm -f "$run/pwfile"; cat "$run/initdb.log" >&2; die "initdb failed"; }
+    # initdb reads the password from a file of the server's user, gone once it is done; the
+    # server's user writes it (root never writes into a directory postgres owns).
+    password | as_server sh -c 'umask 077 && cat >"$1"' sh "$run/pwfile"
+    as_server "$(bin initdb)" -D "$data" --auth=scram-sha-256 --pwfile="$run/pwfile" --username=postgres -E UTF8 --no-locale >"$repo/.dev/initdb.log" 2>&1 \
+      || { rm -f "$run/pwfile"; cat "$repo/.dev/initdb.log" >&2; die "initdb failed"; }
     rm -f "$run/pwfile"
   fi
   if ! running; then
@@ -127,8 +129,12 @@ start() {
       -o "-p $port -k '$run' -c listen_addresses=127.0.0.1" >/dev/null \
       || { tail -n 20 "$run/postgres.log" >&2; die "server did not start; log: $run/postgres.log"; }
   fi
-  psql=(env PGPASSWORD="$(password)" psql -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$port" -U postgres -d postgres)
-  command -v psql >/dev/null || psql[2]=$(bin psql)
+  # The password goes in psql's environment, never in a command line that every local user
+  # can read in /proc.
+  PGPASSWORD=$(password)
+  export PGPASSWORD
+  psql=(psql -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$port" -U postgres -d postgres)
+  command -v psql >/dev/null || psql[0]=$(bin psql)
   secure
   if [[ -z $("${psql[@]}" -tAc "SELECT 1 FROM pg_database WHERE datname = '$dbname'") ]]; then
     "${psql[@]}" -c "CREATE DATABASE $dbname" >/dev/null

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -207,5 +208,38 @@ func TestDevDB_NoSuperuserForEveryone(t *testing.T) {
 	refused("an earlier cluster, started again")
 	if out, err := exec.Command(psql, "-X", "-w", url, "-tAc", "SELECT 1").CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != "1" {
 		t.Errorf("psql with the URL devdb.sh url prints: got %v %s, want 1", err, out)
+	}
+}
+
+// TestDevDB_RootWritesNothingPostgresCanRedirect: root never writes into a directory the
+// postgres user owns, where a link planted by whoever runs as postgres would send the write
+// (and a chown after it) anywhere: the password file initdb reads is written by postgres itself.
+func TestDevDB_RootWritesNothingPostgresCanRedirect(t *testing.T) {
+	asRoot(t)
+	base := openTempDir(t)
+	script, env := devCheckout(t, base)
+	if out, err := runDevDB(t, script, env, "start"); err != nil {
+		t.Fatalf("start: %v\n%s", err, out)
+	}
+	if out, err := runDevDB(t, script, env, "stop"); err != nil {
+		t.Fatalf("stop: %v\n%s", err, out)
+	}
+	// What the postgres user can do to its own directories: make the next start initialize
+	// again, with the password file a link to a file of root's.
+	dev := filepath.Join(base, "repo", ".dev")
+	victim := filepath.Join(t.TempDir(), "root-only")
+	if err := os.WriteFile(victim, []byte("root's\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range [][]string{{"rm", "-f", filepath.Join(dev, "pgdata", "PG_VERSION")}, {"ln", "-s", victim, filepath.Join(dev, "run", "pwfile")}} {
+		if out, err := exec.Command("runuser", append([]string{"-u", "postgres", "--"}, c...)...).CombinedOutput(); err != nil {
+			t.Fatalf("as postgres, %v: %v\n%s", c, err, out)
+		}
+	}
+	out, _ := runDevDB(t, script, env, "start")
+	b, err := os.ReadFile(victim)
+	st, serr := os.Stat(victim)
+	if err != nil || serr != nil || string(b) != "root's\n" || st.Sys().(*syscall.Stat_t).Uid != 0 {
+		t.Fatalf("root's file through postgres's link: got %q (%v, %v), want it untouched and root's; output:\n%s", b, err, serr, out)
 	}
 }

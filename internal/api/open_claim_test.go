@@ -49,6 +49,16 @@ func TestBootstrap_OpenClaimPeer(t *testing.T) {
 		status, body := rawOperatorCall(t, srv, "/api/bootstrap", "localhost", http.Header{"X-Forwarded-For": {"203.0.113.9"}}, "")
 		refused(t, srv, status, body)
 	})
+	t.Run("ErrForwardedByAnUntrustedLocalProxy", func(t *testing.T) {
+		// A proxy on this machine that --trusted-proxies does not name (a mesh sidecar, kubectl
+		// port-forward, a host's nginx) forwards for a client elsewhere: it says so in a header
+		// a client that connects directly never sends.
+		srv := open(t)
+		for name, v := range map[string]string{"X-Forwarded-For": "203.0.113.9", "Forwarded": "for=203.0.113.9", "X-Real-Ip": "203.0.113.9"} {
+			status, body := rawOperatorCall(t, srv, "/api/bootstrap", "localhost", http.Header{name: {v}}, "")
+			refused(t, srv, status, body)
+		}
+	})
 	t.Run("OKLoopbackPeer", func(t *testing.T) {
 		srv := open(t)
 		if status, body := rawOperatorCall(t, srv, "/api/bootstrap", "localhost", nil, ""); status != http.StatusCreated {

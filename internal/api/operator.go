@@ -176,10 +176,17 @@ func jsonOrNoBody(r *http.Request) bool {
 
 // localClient reports whether r comes from this machine: its peer has a loopback address,
 // and so has the client that peer forwards for, when --trusted-proxies names the peer (a
-// proxy on this machine forwarding for someone elsewhere is not local).
+// proxy on this machine forwarding for someone elsewhere is not local). A request that says
+// it was forwarded, from a peer --trusted-proxies does not name, is not local either: such a
+// peer is a proxy nobody vouched for (a mesh sidecar, kubectl port-forward, a host's nginx),
+// and a client that connects directly sends none of those headers.
 func (s *server) localClient(r *http.Request) bool {
 	peer, err := netip.ParseAddrPort(r.RemoteAddr)
-	return err == nil && peer.Addr().Unmap().IsLoopback() && s.clientAddr(r).IsLoopback()
+	if err != nil || !peer.Addr().Unmap().IsLoopback() || !s.clientAddr(r).IsLoopback() {
+		return false
+	}
+	forwarded := r.Header.Get("X-Forwarded-For") != "" || r.Header.Get("Forwarded") != "" || r.Header.Get("X-Real-Ip") != ""
+	return !forwarded || s.trustedProxy(peer.Addr().Unmap())
 }
 
 // localOrPublicHost reports whether the request's Host is the public URL's host or a

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strings"
 
 	"github.com/terdut-server/terdut-server/internal/logcap"
 )
@@ -51,7 +52,7 @@ func newReviewer(cfg ReviewConfig, audience string) (*reviewer, error) {
 	if cfg.TokenFile == "" {
 		return nil, errors.New("no token file: the review is asked with this server's own service-account token")
 	}
-	u.Path = u.Path + "/apis/authentication.k8s.io/v1/tokenreviews"
+	u.Path = strings.TrimSuffix(u.Path, "/") + "/apis/authentication.k8s.io/v1/tokenreviews"
 	return &reviewer{endpoint: u.String(), audience: audience, client: hc,
 		token: func() bearer { return readBearer(cfg.TokenFile) }}, nil
 }

@@ -28,12 +28,14 @@ func (c *callerCheck) queue(batch *pgx.Batch, by Caller) {
 	}
 	if by.Session != "" {
 		batch.Queue(`SELECT $3::interval <= '0' OR coalesce(authenticated_at > now() - $3::interval, false)
-			FROM sessions WHERE token_hash = $1 AND user_id = $2 AND revoked_at IS NULL AND expires_at > now()`,
+			FROM sessions WHERE token_hash = $1 AND user_id = $2 AND revoked_at IS NULL AND expires_at > now()
+			FOR SHARE`,
 			hashToken(by.Session), by.UserID, by.SignedInWithin).QueryRow(scan)
 		return
 	}
 	batch.Queue(`SELECT true FROM api_keys WHERE key_hash = $1 AND user_id = $2
-		AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())`,
+		AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())
+		FOR SHARE`,
 		hashToken(by.APIKey), by.UserID).QueryRow(scan)
 }
 
@@ -50,8 +52,9 @@ func (c callerCheck) err() error {
 	return nil
 }
 
-// checkCaller checks by in tx: see callerCheck.err. Callers that act for by once it passes
-// hold the lock that a revocation of by's credential would wait for, where there is one.
+// checkCaller checks by in tx: see callerCheck.err. The credential's row is read FOR SHARE, so
+// a revocation of it (an UPDATE of revoked_at) waits for tx, and tx acts only for a credential
+// that no revocation committed before it.
 func checkCaller(ctx context.Context, tx pgx.Tx, by Caller) error {
 	var c callerCheck
 	batch := &pgx.Batch{}
