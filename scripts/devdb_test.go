@@ -80,19 +80,10 @@ func asRoot(t *testing.T) {
 // /var/tmp by default), recorded in .dev, and `make run` still gets a working database.
 func TestDevDB_TouchesNothingOutsideDev(t *testing.T) {
 	asRoot(t)
-	base := openTempDir(t)
-	home := filepath.Join(base, "home")
-	if err := os.Mkdir(home, 0o700); err != nil { // as /root is
-		t.Fatal(err)
-	}
-	outside := shortTempDir(t)
-	script, env := devCheckout(t, home)
-	env = append(env, "TERDUT_DEV_PG_OUTSIDE="+outside)
-	out, err := runDevDB(t, script, env, "start")
-	if err != nil {
+	home, outside, script, env := closedCheckout(t)
+	if out, err := runDevDB(t, script, env, "start"); err != nil {
 		t.Fatalf("start behind a parent closed to postgres: %v\n%s", err, out)
 	}
-	t.Cleanup(func() { _, _ = runDevDB(t, script, env, "stop") })
 	fi, serr := os.Stat(home)
 	if serr != nil {
 		t.Fatal(serr)
@@ -117,6 +108,20 @@ func TestDevDB_TouchesNothingOutsideDev(t *testing.T) {
 	}
 }
 
+// closedCheckout is a checkout behind a parent closed to postgres (as /root is), whose cluster
+// goes under a directory of the test's own ($TERDUT_DEV_PG_OUTSIDE); it returns the parent
+// too.
+func closedCheckout(t *testing.T) (home, outside, script string, env []string) {
+	t.Helper()
+	home = filepath.Join(openTempDir(t), "home")
+	if err := os.Mkdir(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	outside = shortTempDir(t)
+	script, env = devCheckout(t, home)
+	return home, outside, script, append(env, "TERDUT_DEV_PG_OUTSIDE="+outside)
+}
+
 // shortTempDir is a directory every user may enter, with a short path: a Unix socket's path
 // holds at most 107 bytes, and t.TempDir's are long.
 func shortTempDir(t *testing.T) string {
@@ -136,14 +141,7 @@ func shortTempDir(t *testing.T) string {
 // to postgres; one that is already there and is not that (another user's, a link) is refused.
 func TestDevDB_RefusesAForeignClusterDir(t *testing.T) {
 	asRoot(t)
-	base := openTempDir(t)
-	home := filepath.Join(base, "home")
-	if err := os.Mkdir(home, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	outside := shortTempDir(t)
-	script, env := devCheckout(t, home)
-	env = append(env, "TERDUT_DEV_PG_OUTSIDE="+outside)
+	home, outside, script, env := closedCheckout(t)
 	repo, _ := filepath.Abs(filepath.Join(home, "repo"))
 	sum := sha256.Sum256([]byte(repo))
 	planted := filepath.Join(outside, "terdut-devdb-"+hex.EncodeToString(sum[:])[:16])

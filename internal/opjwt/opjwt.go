@@ -205,9 +205,6 @@ func New(cfg Config) (*Verifier, error) {
 // Issuer returns the issuer the Verifier trusts.
 func (v *Verifier) Issuer() string { return v.cfg.Issuer }
 
-// Reviews reports whether the Verifier asks the API server about each token (TokenReview).
-func (v *Verifier) Reviews() bool { return v.review != nil }
-
 // issuers are the iss values accepted.
 func (v *Verifier) issuers() []string { return append([]string{v.cfg.Issuer}, v.cfg.OtherIssuers...) }
 
