@@ -12,19 +12,22 @@ import (
 )
 
 // handler is the server's http.Handler. It gives each request one requestContext, routes it
-// with chi and counts it in the metrics.
+// (see route) and counts it in the metrics.
 type handler struct {
 	mux     *chi.Mux
+	static  map[staticKey]staticRoute // mux's routes without parameters (see staticRoutes)
 	metrics *metrics
-	routing sync.Pool // of *chi.Context, reused as chi.Mux reuses its own
+	log     *slog.Logger // a handler's panic
+	routing sync.Pool    // of *chi.Context, reused as chi.Mux reuses its own
 	// access, when not nil, gets a line for every request (see accessLog).
 	access io.Writer
 	ids    *requestIDGen
 }
 
-func newHandler(mux *chi.Mux, m *metrics) *handler {
-	return &handler{mux: mux, metrics: m, routing: sync.Pool{New: func() any { return chi.NewRouteContext() }},
-		ids: newRequestIDs()}
+// newHandler returns the handler of mux's routes, which must all be in place.
+func newHandler(mux *chi.Mux, m *metrics, log *slog.Logger) *handler {
+	return &handler{mux: mux, static: staticRoutes(mux), metrics: m, log: log,
+		routing: sync.Pool{New: func() any { return chi.NewRouteContext() }}, ids: newRequestIDs()}
 }
 
 // requestContext is a request's context, made once for it: chi's routing state, the status
@@ -67,7 +70,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// The answer names the request; its header value is the id's own array, not a slice made
 	// for it (a Header's values are replaced or appended to, never written in place).
 	w.Header()["X-Request-Id"] = c.id[:]
-	h.mux.ServeHTTP(&c.w, r.WithContext(c))
+	h.route(&c.w, r.WithContext(c), routing)
 	route, took := routing.RoutePattern(), time.Since(start)
 	h.metrics.observe(route, r.Method, c.w.status, took)
 	if h.access != nil {

@@ -1,29 +1,31 @@
 package api
 
 import (
+	"bytes"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/go-chi/chi/v5"
-	"github.com/go-chi/chi/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 )
 
 // TestHandler_Metrics: every answer is counted under its route pattern, method and status,
-// one that panicked (and got the recoverer's 500) included, and a request no route matched
-// as "unmatched"; chi's URL parameters come from the handler's routing state.
+// one that panicked (and got the handler's 500, its stack logged) included, and a request no
+// route matched as "unmatched"; chi's URL parameters come from the handler's routing state.
 func TestHandler_Metrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := newMetrics(reg, nil)
 	mux := chi.NewRouter()
-	mux.Use(middleware.Recoverer)
 	mux.Get("/boom", func(http.ResponseWriter, *http.Request) { panic("boom") })
 	mux.Route("/things/{id}", func(r chi.Router) {
 		r.Get("/", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte(chi.URLParam(r, "id"))) })
 	})
-	h := newHandler(mux, m)
+	var logs bytes.Buffer
+	h := newHandler(mux, m, slog.New(slog.NewJSONHandler(&logs, nil)))
 
 	serve := func(method, target string) *httptest.ResponseRecorder {
 		w := httptest.NewRecorder()
@@ -33,6 +35,19 @@ func TestHandler_Metrics(t *testing.T) {
 	if w := serve(http.MethodGet, "/boom"); w.Code != http.StatusInternalServerError {
 		t.Fatalf("GET /boom: %d, want 500", w.Code)
 	}
+	if line := logs.String(); !strings.Contains(line, `"msg":"handler panicked","panic":"boom","stack":"goroutine `) ||
+		!strings.Contains(line, `"request_id":`) {
+		t.Errorf("the panic's log line: %s", line)
+	}
+	func() {
+		defer func() {
+			if v := recover(); v != http.ErrAbortHandler { //nolint:errorlint // the sentinel itself
+				t.Errorf("a handler's http.ErrAbortHandler: recovered %v, want it to go on up", v)
+			}
+		}()
+		mux.Get("/abort", func(http.ResponseWriter, *http.Request) { panic(http.ErrAbortHandler) })
+		newHandler(mux, m, slog.New(slog.DiscardHandler)).ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/abort", nil))
+	}()
 	for _, id := range []string{"1", "2"} {
 		if w := serve(http.MethodGet, "/things/"+id+"/"); w.Code != http.StatusOK || w.Body.String() != id {
 			t.Fatalf("GET /things/%s/: %d %q, want 200 %q", id, w.Code, w.Body, id)

@@ -4,7 +4,6 @@ import (
 	"net/http"
 
 	"github.com/go-chi/chi/v5"
-	"github.com/go-chi/chi/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
@@ -68,8 +67,7 @@ func (s *server) routes(split bool) (people, operator http.Handler) {
 
 // newRouter returns a router that answers unknown paths and methods with the JSON errors.
 func (s *server) newRouter() *chi.Mux {
-	r := chi.NewRouter()
-	r.Use(middleware.Recoverer)
+	r := chi.NewRouter() // the handler recovers a panic (see handler.route)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, &apiError{Status: http.StatusNotFound, Code: "not_found", Message: "No such endpoint."})
 	})
@@ -83,7 +81,7 @@ func (s *server) newRouter() *chi.Mux {
 // handler wraps a router in what every request of either port gets: its context, the
 // metrics and the access log.
 func (s *server) handler(r *chi.Mux) http.Handler {
-	h := newHandler(r, s.metrics)
+	h := newHandler(r, s.metrics, s.log)
 	h.access = s.opts.AccessLog
 	return h
 }
