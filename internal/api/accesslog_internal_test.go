@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -72,5 +74,39 @@ func TestAppendMilliseconds(t *testing.T) {
 		if got := appendMilliseconds(nil, took); string(got) != string(want) {
 			t.Errorf("%dµs: got %s, want %s", u, got, want)
 		}
+	}
+}
+
+// TestRequestIDs_Unique: ids given out at once by many goroutines, across garbage collections
+// that drop the processors' blocks, are all different and all carry the replica's prefix.
+func TestRequestIDs_Unique(t *testing.T) {
+	ids := newRequestIDs()
+	const goroutines, each = 16, 5000
+	got := make([][]string, goroutines)
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				if i%1000 == 0 && g == 0 {
+					runtime.GC()
+				}
+				got[g] = append(got[g], ids.next())
+			}
+		}()
+	}
+	wg.Wait()
+	seen := make(map[string]bool, goroutines*each)
+	for _, list := range got {
+		for _, id := range list {
+			if seen[id] || !strings.HasPrefix(id, ids.prefix) || len(id) <= len(ids.prefix) {
+				t.Fatalf("id %q: given twice, or not this replica's (prefix %q)", id, ids.prefix)
+			}
+			seen[id] = true
+		}
+	}
+	if other := newRequestIDs(); other.prefix == ids.prefix {
+		t.Errorf("two replicas drew the same prefix %q", ids.prefix)
 	}
 }
