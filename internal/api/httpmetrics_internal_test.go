@@ -1,9 +1,13 @@
 package api
 
 import (
+	"fmt"
 	"math"
+	"runtime"
+	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -184,4 +188,203 @@ func TestHTTPMetrics_SumPastUint64(t *testing.T) {
 	if got, want := sum(), (2*float64(math.MaxInt64)+2e9)/1e9; got != want {
 		t.Fatalf("sum past 2^64 ns: %v, want %v", got, want)
 	}
+}
+
+// TestHTTPMetrics_Concurrent: many more goroutines than processors observe while another
+// gathers and forces GCs, which drop the shard tokens the pool keeps. Every gathered value
+// only grows, the totals are the observations' to the last one, and the shard indices in use
+// stay at most the pool's bound and are all freed once the tokens are gone.
+func TestHTTPMetrics_Concurrent(t *testing.T) {
+	// The goroutines observe until there were 20 gathers, each after a GC.
+	const goroutines, gathers = 64, 20
+	keys := []seriesKey{{"/api/me", "GET", 200}, {"/api/me", "GET", 401}, {"unmatched", "POST", 404}}
+	durations := []time.Duration{0, 3 * time.Millisecond, 10 * time.Millisecond, 700 * time.Millisecond, time.Minute}
+	// key and duration of goroutine g's round r, which repeat every period rounds
+	const period = 15
+	key := func(g, r int) seriesKey { return keys[(g+r)%len(keys)] }
+	duration := func(g, r int) time.Duration { return durations[(g*7+r)%len(durations)] + time.Duration(g) }
+
+	m := newHTTPMetrics()
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(m)
+	var done atomic.Bool
+	var maxIndices, maxTokens int
+	scraped := make(chan error, 1)
+	go func() {
+		defer close(scraped)
+		defer done.Store(true)
+		last := map[string][]float64{} // values of each series by the last gather
+		for range gathers {
+			runtime.GC()
+			mfs, err := reg.Gather()
+			if err != nil {
+				scraped <- err
+				return
+			}
+			for _, mf := range mfs {
+				for _, s := range mf.GetMetric() {
+					id := fmt.Sprint(mf.GetName(), labelValues(s))
+					values := []float64{s.GetCounter().GetValue()}
+					if h := s.GetHistogram(); h != nil {
+						values = []float64{float64(h.GetSampleCount()), h.GetSampleSum()}
+						for _, b := range h.GetBucket() {
+							values = append(values, float64(b.GetCumulativeCount()))
+						}
+						if n := len(values); values[n-1] > values[0] {
+							scraped <- fmt.Errorf("%s: bucket %v above the count %v", id, values[n-1], values[0])
+							return
+						}
+					}
+					for i, v := range last[id] {
+						if values[i] < v {
+							scraped <- fmt.Errorf("%s: value %d went from %v to %v", id, i, v, values[i])
+							return
+						}
+					}
+					last[id] = values
+				}
+			}
+			indices, tokens := m.shards.inUse()
+			maxIndices, maxTokens = max(maxIndices, indices), max(maxTokens, tokens)
+		}
+	}()
+	var wg sync.WaitGroup
+	var rounds [goroutines]int
+	for g := range goroutines {
+		wg.Go(func() {
+			for ; !done.Load(); rounds[g]++ {
+				m.observe(key(g, rounds[g]), duration(g, rounds[g]))
+				if rounds[g]%16 == 0 {
+					runtime.Gosched() // let the gathers in, among 64 goroutines on few processors
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := <-scraped; err != nil {
+		t.Fatal(err)
+	}
+	observations := 0
+	for _, n := range rounds {
+		observations += n
+	}
+	t.Logf("%d observations; at most %d shard indices of %d and %d tokens in use",
+		observations, maxIndices, m.shards.max, maxTokens)
+	if maxIndices > m.shards.max {
+		t.Errorf("%d shard indices in use, more than the bound %d", maxIndices, m.shards.max)
+	}
+
+	type totals struct {
+		count   uint64
+		nanos   uint64
+		buckets []uint64 // cumulative, by prometheus.DefBuckets
+	}
+	want := map[string]*totals{}
+	for g, n := range rounds {
+		for r := range period {
+			times := uint64(n / period)
+			if r < n%period {
+				times++
+			}
+			k, d := key(g, r), duration(g, r)
+			id := fmt.Sprint("terdut_http_requests_total", map[string]string{"route": k.route, "method": k.method, "status": strconv.Itoa(k.status)})
+			if want[id] == nil {
+				want[id] = &totals{}
+			}
+			want[id].count += times
+			id = fmt.Sprint("terdut_http_request_duration_seconds", map[string]string{"route": k.route, "method": k.method})
+			if want[id] == nil {
+				want[id] = &totals{buckets: make([]uint64, len(prometheus.DefBuckets))}
+			}
+			want[id].count += times
+			want[id].nanos += times * uint64(d)
+			for i := sort.SearchFloat64s(prometheus.DefBuckets, d.Seconds()); i < len(prometheus.DefBuckets); i++ {
+				want[id].buckets[i] += times
+			}
+		}
+	}
+	seen := 0
+	for _, mf := range gather(t, m) {
+		for _, s := range mf.GetMetric() {
+			id := fmt.Sprint(mf.GetName(), labelValues(s))
+			w := want[id]
+			if w == nil {
+				t.Errorf("%s: a series nothing observed", id)
+				continue
+			}
+			seen++
+			if h := s.GetHistogram(); h != nil {
+				// The sum is the nanoseconds observed, to the last one, in seconds.
+				if h.GetSampleCount() != w.count || h.GetSampleSum() != float64(w.nanos)/1e9 {
+					t.Errorf("%s: count %d, sum %v, want %d, %v", id, h.GetSampleCount(), h.GetSampleSum(), w.count, float64(w.nanos)/1e9)
+				}
+				for i, b := range h.GetBucket() {
+					if b.GetUpperBound() != prometheus.DefBuckets[i] || b.GetCumulativeCount() != w.buckets[i] {
+						t.Errorf("%s: bucket %v: %d, want %v: %d", id, b.GetUpperBound(), b.GetCumulativeCount(), prometheus.DefBuckets[i], w.buckets[i])
+					}
+				}
+			} else if got := s.GetCounter().GetValue(); got != float64(w.count) {
+				t.Errorf("%s: %v, want %d", id, got, w.count)
+			}
+		}
+	}
+	if seen != len(want) {
+		t.Errorf("%d series, want %d", seen, len(want))
+	}
+
+	// Two GCs drop the pool's tokens; their cleanups run soon after.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		runtime.GC()
+		indices, tokens := m.shards.inUse()
+		if indices == 0 && tokens == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d shard indices and %d tokens still in use with the pool dropped", indices, tokens)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestShardPool: a token takes a free index, the lowest first; with none free it shares one;
+// an index is free again once every token that held it is gone.
+func TestShardPool(t *testing.T) {
+	p := newShardPool(2)
+	var held []*shardToken
+	for range 5 {
+		held = append(held, p.get())
+	}
+	var indices []int
+	for _, tok := range held {
+		indices = append(indices, tok.shard)
+	}
+	if fmt.Sprint(indices) != "[0 1 0 1 0]" {
+		t.Fatalf("indices %v, want [0 1 0 1 0]", indices)
+	}
+	if i, n := p.inUse(); i != 2 || n != 5 {
+		t.Fatalf("%d indices and %d tokens in use, want 2 and 5", i, n)
+	}
+	waitInUse := func(indices int) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+			runtime.GC()
+			if i, _ := p.inUse(); i == indices {
+				return
+			}
+			if time.Now().After(deadline) {
+				i, n := p.inUse()
+				t.Fatalf("%d indices and %d tokens in use, want %d indices", i, n, indices)
+			}
+		}
+	}
+	// Index 1's two tokens go: it is free, and the next token takes it.
+	held = []*shardToken{held[0], held[2], held[4]}
+	waitInUse(1)
+	if tok := p.get(); tok.shard != 1 {
+		t.Fatalf("index %d, want the freed 1", tok.shard)
+	}
+	runtime.KeepAlive(held)
+	held = nil
+	waitInUse(0)
 }
