@@ -3,8 +3,6 @@ package api
 import (
 	"context"
 	"net/http"
-	"strconv"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -15,8 +13,7 @@ import (
 // metrics are the server's Prometheus series. Labels are route patterns and fixed reasons,
 // never raw paths or anything a client sent.
 type metrics struct {
-	requests             *prometheus.CounterVec
-	durations            *prometheus.HistogramVec
+	http                 *httpMetrics // terdut_http_requests_total and terdut_http_request_duration_seconds
 	signins              *prometheus.CounterVec
 	signinRefused        *prometheus.CounterVec
 	claims               *prometheus.CounterVec
@@ -24,32 +21,11 @@ type metrics struct {
 	operatorAuthFailures prometheus.Counter
 	// operatorIdentityRefusals counts service-account tokens refused, by a reason of opjwt.
 	operatorIdentityRefusals *prometheus.CounterVec
-
-	// series caches the children of requests and durations by their labels (seriesKey to
-	// httpSeries), so that a request updates its two series without hashing its labels and
-	// looking them up. Its keys are few and made once, what sync.Map reads without a lock.
-	series sync.Map
-}
-
-// seriesKey is the labels of a request's series; the status is formatted only when the
-// series is first made.
-type seriesKey struct {
-	route, method string
-	status        int
-}
-
-// httpSeries is what a request updates: its count and its duration.
-type httpSeries struct {
-	requests prometheus.Counter
-	duration prometheus.Observer
 }
 
 func newMetrics(reg prometheus.Registerer, st Store) *metrics {
 	m := &metrics{
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "terdut_http_requests_total",
-			Help: "HTTP requests by route pattern, method and status."}, []string{"route", "method", "status"}),
-		durations: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "terdut_http_request_duration_seconds",
-			Help: "HTTP request durations by route pattern.", Buckets: prometheus.DefBuckets}, []string{"route", "method"}),
+		http: newHTTPMetrics(),
 		signins: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "terdut_signins_total",
 			Help: "Successful sign-ins by method."}, []string{"method"}),
 		signinRefused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "terdut_signins_refused_total",
@@ -77,7 +53,7 @@ func newMetrics(reg prometheus.Registerer, st Store) *metrics {
 			}
 			return 0
 		})
-	reg.MustRegister(m.requests, m.durations, m.signins, m.signinRefused, m.claims, m.resets,
+	reg.MustRegister(m.http, m.signins, m.signinRefused, m.claims, m.resets,
 		m.operatorAuthFailures, m.operatorIdentityRefusals, state)
 	return m
 }
@@ -93,20 +69,7 @@ func (m *metrics) observe(route, method string, status int, took time.Duration) 
 	default:
 		method = "other"
 	}
-	hs := m.httpSeries(seriesKey{route: route, method: method, status: status})
-	hs.requests.Inc()
-	hs.duration.Observe(took.Seconds())
-}
-
-// httpSeries returns the series of requests with these labels, making them the first time.
-// Their number is bounded as the labels are: route patterns, fixed methods, statuses.
-func (m *metrics) httpSeries(k seriesKey) httpSeries {
-	if hs, ok := m.series.Load(k); ok {
-		return hs.(httpSeries)
-	}
-	hs, _ := m.series.LoadOrStore(k, httpSeries{requests: m.requests.WithLabelValues(k.route, k.method, strconv.Itoa(k.status)),
-		duration: m.durations.WithLabelValues(k.route, k.method)})
-	return hs.(httpSeries)
+	m.http.observe(seriesKey{route: route, method: method, status: status}, took)
 }
 
 type statusWriter struct {

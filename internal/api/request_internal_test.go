@@ -10,7 +10,6 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 )
 
 // TestHandler_Metrics: every answer is counted under its route pattern, method and status,
@@ -62,11 +61,7 @@ func TestHandler_Metrics(t *testing.T) {
 		{"/things/{id}", "GET", "200", 2},
 		{"unmatched", "GET", "404", 1},
 	} {
-		var got dto.Metric
-		if err := m.requests.WithLabelValues(c.route, c.method, c.status).Write(&got); err != nil {
-			t.Fatal(err)
-		}
-		if got := got.GetCounter().GetValue(); got != c.want {
+		if got := requestCount(t, m.http, c.route, c.method, c.status); got != c.want {
 			t.Errorf("requests{route=%q, method=%q, status=%q}: %v, want %v", c.route, c.method, c.status, got, c.want)
 		}
 	}
