@@ -9,6 +9,8 @@ import (
 	"unsafe"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/terdut-server/terdut-server/internal/shard"
 )
 
 // httpMetrics collects terdut_http_requests_total and terdut_http_request_duration_seconds,
@@ -16,12 +18,12 @@ import (
 // counts every core adds to: on two cores under load their cache lines went back and forth
 // between the cores, 1.5-2 µs of CPU a request. Here a series keeps its counts in shards, one
 // for each shard index, and a request adds to the shard of the index it holds: an index stays
-// with a processor (see shardPool), so a request's adds touch lines no other core writes.
+// with a processor (see internal/shard), so a request's adds touch lines no other core writes.
 // Collect sums the shards and emits what the two vectors did, the same families, labels,
 // buckets and created timestamps: dashboards and alerts read them.
 type httpMetrics struct {
 	requests, durations *prometheus.Desc
-	shards              *shardPool
+	shards              *shard.Pool
 
 	// series is the series of a request by its labels (seriesKey to httpSeries). A request
 	// reads it without a lock and writes nothing; the first request of a series makes it
@@ -54,7 +56,7 @@ func newHTTPMetrics() *httpMetrics {
 			"HTTP request durations by route pattern.", []string{"route", "method"}, nil),
 		// Four indices a processor leave room for the tokens requests hold at once, past which
 		// they share.
-		shards:         newShardPool(max(8, 4*runtime.GOMAXPROCS(0))),
+		shards:         shard.NewPool(max(8, 4*runtime.GOMAXPROCS(0))),
 		durationSeries: map[[2]string]*durationHistogram{},
 	}
 }
@@ -63,12 +65,12 @@ func newHTTPMetrics() *httpMetrics {
 // duration.
 func (m *httpMetrics) observe(k seriesKey, took time.Duration) {
 	hs := m.httpSeries(k)
-	t := m.shards.get()
-	hs.requests.shards.at(t.shard).n.Add(1)
-	d := hs.duration.shards.at(t.shard)
+	t := m.shards.Get()
+	hs.requests.shards.at(t.Index()).n.Add(1)
+	d := hs.duration.shards.at(t.Index())
 	d.buckets[durationBucket(took)].Add(1)
 	d.sum.Add(uint64(max(took, 0)))
-	m.shards.put(t)
+	m.shards.Put(t)
 }
 
 // httpSeries returns the series of requests with these labels, making them the first time.
@@ -85,11 +87,11 @@ func (m *httpMetrics) httpSeries(k seriesKey) httpSeries {
 	now := time.Now()
 	d := m.durationSeries[[2]string{k.route, k.method}]
 	if d == nil {
-		d = &durationHistogram{labels: []string{k.route, k.method}, created: now, shards: make(shards[histogramShard], m.shards.max)}
+		d = &durationHistogram{labels: []string{k.route, k.method}, created: now, shards: make(shards[histogramShard], m.shards.Len())}
 		m.durationSeries[[2]string{k.route, k.method}] = d
 	}
 	hs := httpSeries{duration: d,
-		requests: &requestCounter{labels: []string{k.route, k.method, strconv.Itoa(k.status)}, created: now, shards: make(shards[counterShard], m.shards.max)}}
+		requests: &requestCounter{labels: []string{k.route, k.method, strconv.Itoa(k.status)}, created: now, shards: make(shards[counterShard], m.shards.Len())}}
 	m.series.Store(k, hs)
 	return hs
 }
@@ -233,77 +235,4 @@ func (h *durationHistogram) metric(desc *prometheus.Desc) prometheus.Metric {
 		return prometheus.NewInvalidMetric(desc, err)
 	}
 	return m
-}
-
-// shardPool hands out shard indices with a processor's affinity: a sync.Pool keeps a token
-// for each P, so the requests one P runs take the same token, and its index, one after
-// another. Only one request holds a token at a time, but counts never depend on it: shards
-// are added to atomically, and live in the series, not in the token.
-//
-// The pool drops its tokens at a GC. A dropped token's cleanup frees its index, and a token
-// made later takes a free index first, so the indices in use stay about GOMAXPROCS plus the
-// tokens held at once. There are max of them: when every one is held, a new token shares one
-// (round robin), correct still, its adds only contended.
-type shardPool struct {
-	pool sync.Pool // of *shardToken
-	max  int
-
-	mu      sync.Mutex
-	free    []int // indices no token holds
-	holders []int // by index, the tokens alive that hold it
-	shared  int   // the index the next token to share takes
-	tokens  int   // tokens alive, for tests
-}
-
-type shardToken struct {
-	shard int
-	// _ makes a token 16 bytes, too large for the tiny allocator, which packs small objects
-	// without pointers together: the cleanup of one packed with a live one may never run.
-	_ [8]byte
-}
-
-func newShardPool(n int) *shardPool {
-	p := &shardPool{max: n, holders: make([]int, n)}
-	for i := n - 1; i >= 0; i-- {
-		p.free = append(p.free, i)
-	}
-	p.pool.New = func() any { return p.newToken() }
-	return p
-}
-
-func (p *shardPool) get() *shardToken  { return p.pool.Get().(*shardToken) }
-func (p *shardPool) put(t *shardToken) { p.pool.Put(t) }
-
-func (p *shardPool) newToken() *shardToken {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	var i int
-	if n := len(p.free); n > 0 {
-		i, p.free = p.free[n-1], p.free[:n-1]
-	} else {
-		i, p.shared = p.shared, (p.shared+1)%p.max
-	}
-	p.holders[i]++
-	p.tokens++
-	t := &shardToken{shard: i}
-	runtime.AddCleanup(t, p.release, i)
-	return t
-}
-
-// release is a dropped token's cleanup: its index is free once no other token holds it.
-func (p *shardPool) release(i int) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.tokens--
-	if p.holders[i]--; p.holders[i] == 0 {
-		p.free = append(p.free, i)
-	}
-}
-
-// inUse returns how many indices tokens hold and how many tokens are alive (not yet
-// cleaned up), for tests.
-func (p *shardPool) inUse() (indices, tokens int) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.max - len(p.free), p.tokens
 }

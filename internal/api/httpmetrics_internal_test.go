@@ -244,7 +244,7 @@ func TestHTTPMetrics_Concurrent(t *testing.T) {
 					last[id] = values
 				}
 			}
-			indices, tokens := m.shards.inUse()
+			indices, tokens := m.shards.InUse()
 			maxIndices, maxTokens = max(maxIndices, indices), max(maxTokens, tokens)
 		}
 	}()
@@ -269,9 +269,9 @@ func TestHTTPMetrics_Concurrent(t *testing.T) {
 		observations += n
 	}
 	t.Logf("%d observations; at most %d shard indices of %d and %d tokens in use",
-		observations, maxIndices, m.shards.max, maxTokens)
-	if maxIndices > m.shards.max {
-		t.Errorf("%d shard indices in use, more than the bound %d", maxIndices, m.shards.max)
+		observations, maxIndices, m.shards.Len(), maxTokens)
+	if maxIndices > m.shards.Len() {
+		t.Errorf("%d shard indices in use, more than the bound %d", maxIndices, m.shards.Len())
 	}
 
 	type totals struct {
@@ -336,7 +336,7 @@ func TestHTTPMetrics_Concurrent(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		runtime.GC()
-		indices, tokens := m.shards.inUse()
+		indices, tokens := m.shards.InUse()
 		if indices == 0 && tokens == 0 {
 			break
 		}
@@ -345,48 +345,6 @@ func TestHTTPMetrics_Concurrent(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-}
-
-// TestShardPool: a token takes a free index, the lowest first; with none free it shares one;
-// an index is free again once every token that held it is gone.
-func TestShardPool(t *testing.T) {
-	p := newShardPool(2)
-	var held []*shardToken
-	for range 5 {
-		held = append(held, p.get())
-	}
-	var indices []int
-	for _, tok := range held {
-		indices = append(indices, tok.shard)
-	}
-	if fmt.Sprint(indices) != "[0 1 0 1 0]" {
-		t.Fatalf("indices %v, want [0 1 0 1 0]", indices)
-	}
-	if i, n := p.inUse(); i != 2 || n != 5 {
-		t.Fatalf("%d indices and %d tokens in use, want 2 and 5", i, n)
-	}
-	waitInUse := func(indices int) {
-		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-			runtime.GC()
-			if i, _ := p.inUse(); i == indices {
-				return
-			}
-			if time.Now().After(deadline) {
-				i, n := p.inUse()
-				t.Fatalf("%d indices and %d tokens in use, want %d indices", i, n, indices)
-			}
-		}
-	}
-	// Index 1's two tokens go: it is free, and the next token takes it.
-	held = []*shardToken{held[0], held[2], held[4]}
-	waitInUse(1)
-	if tok := p.get(); tok.shard != 1 {
-		t.Fatalf("index %d, want the freed 1", tok.shard)
-	}
-	runtime.KeepAlive(held)
-	held = nil
-	waitInUse(0)
 }
 
 // BenchmarkObserve counts requests of three series from every processor, through the
