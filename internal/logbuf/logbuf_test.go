@@ -1,7 +1,9 @@
 package logbuf_test
 
 import (
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -46,15 +48,64 @@ func TestWriter(t *testing.T) {
 		l := logbuf.New(out, time.Hour)
 		defer l.Close()
 		line := strings.Repeat("x", 1023) + "\n"
-		for i := 0; i < 1000; i++ {
+		n := 4 * l.MaxHeld() / len(line)
+		for i := 0; i < n; i++ {
 			_, _ = l.Held().Write([]byte(line))
 		}
-		if w := out.Writes(); w < 10 || w > 20 {
-			t.Errorf("writes for 1000 KiB of held lines: got %d, want one each 64 KiB", w)
+		if held := n*len(line) - len(out.String()); held > l.MaxHeld() || out.Writes() < 3 {
+			t.Errorf("after %d KiB of held lines: %d KiB held after %d writes, want at most %d KiB",
+				n, held>>10, out.Writes(), l.MaxHeld()>>10)
 		}
 		_ = l.Close()
-		if got := len(out.String()); got != 1000*len(line) {
-			t.Errorf("bytes written after Close: got %d, want %d", got, 1000*len(line))
+		if got := len(out.String()); got != n*len(line) {
+			t.Errorf("bytes written after Close: got %d, want %d", got, n*len(line))
+		}
+	})
+	t.Run("Concurrent", func(t *testing.T) {
+		// Goroutines hold lines and write lines at once, on every processor, while the timer
+		// runs: each line is written once and whole, and a goroutine's held lines precede the
+		// line it then writes at once.
+		out := &apitest.SyncBuffer{}
+		l := logbuf.New(out, time.Millisecond)
+		const goroutines, lines = 16, 2000
+		var wg sync.WaitGroup
+		for g := range goroutines {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range lines {
+					line := fmt.Appendf(nil, "%d %d held\n", g, i)
+					if i%100 == 99 {
+						line = fmt.Appendf(nil, "%d %d now\n", g, i)
+						_, _ = l.Write(line)
+						continue
+					}
+					_, _ = l.Held().Write(line)
+				}
+			}()
+		}
+		wg.Wait()
+		_ = l.Close()
+		seen := map[string]int{}
+		for n, line := range strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n") {
+			var g, i int
+			var kind string
+			if _, err := fmt.Sscanf(line, "%d %d %s", &g, &i, &kind); err != nil {
+				t.Fatalf("line %d %q: not a whole line: %v", n, line, err)
+			}
+			if seen[line]++; seen[line] > 1 {
+				t.Fatalf("line %q written twice", line)
+			}
+			if kind == "now" {
+				for j := i - 99; j < i; j++ {
+					if seen[fmt.Sprintf("%d %d held", g, j)] == 0 {
+						t.Fatalf("%q written before the held line %d %d it follows", line, g, j)
+					}
+				}
+			}
+		}
+		if len(seen) != goroutines*lines {
+			t.Errorf("%d lines written, want %d", len(seen), goroutines*lines)
 		}
 	})
 	t.Run("Close", func(t *testing.T) {
