@@ -24,9 +24,10 @@ func (w *headerWriter) WriteHeader(int)             {}
 
 // TestAccessLog_Allocations: the access line of GET /api/me with an API key (the request
 // clients make most) costs no allocation of its own: the request allocates as much with the
-// access log on as with it off. Under -race, sync.Pool drops a quarter of what it is given on
-// purpose, so the line's pooled buffer is made again now and then: less than one allocation
-// a request on average, where slog cost two (seven under -race).
+// access log on as with it off (0.05 more, measured). Under -race, sync.Pool drops a quarter
+// of what it is given on purpose, so the line's pooled buffer and the log's processor token
+// (internal/shard: the token and its cleanup) are made again now and then: about 1.5 more a
+// request on average, so under -race the bound is 2, where slog cost seven.
 func TestAccessLog_Allocations(t *testing.T) {
 	db := pgtest.MustDatabase(t)
 	allocs := func(on bool) float64 {
@@ -47,8 +48,12 @@ func TestAccessLog_Allocations(t *testing.T) {
 		return mallocsPerRun(400, serve)
 	}
 	off, on := allocs(false), allocs(true)
-	if on-off >= 1 {
-		t.Errorf("allocations a GET /api/me: got %.2f with the access log on, %.2f off; want less than one more on", on, off)
+	bound := 1.0
+	if raceDetector {
+		bound = 2
+	}
+	if on-off >= bound {
+		t.Errorf("allocations a GET /api/me: got %.2f with the access log on, %.2f off; want less than %v more on", on, off, bound)
 	}
 }
 
