@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 
@@ -16,9 +18,12 @@ type staticKey struct{ method, path string }
 
 // staticRoute is what chi would call for one method of a route without parameters: the
 // route's own handler (its group's middlewares included) behind the router's middlewares.
+// It keeps its requests' metric series by status, so that counting one needs no lookup by
+// labels.
 type staticRoute struct {
-	pattern string
-	handler http.Handler
+	pattern, method string
+	handler         http.Handler
+	series          [600 - 100]atomic.Pointer[httpSeries] // by status - 100
 }
 
 // staticRoutes lists mux's routes without parameters or wildcards by method and path. chi
@@ -29,8 +34,8 @@ type staticRoute struct {
 // chi itself was given goes in: TestStaticRoutes_AsChi holds each entry to chi's own Find.
 // The walk of the tree was about 2 µs of CPU of every API-key request on a busy 2-core machine,
 // in cache misses more than in instructions (bench/README.md).
-func staticRoutes(mux *chi.Mux) map[staticKey]staticRoute {
-	routes := make(map[staticKey]staticRoute)
+func staticRoutes(mux *chi.Mux) map[staticKey]*staticRoute {
+	routes := make(map[staticKey]*staticRoute)
 	mws := chi.Chain(mux.Middlewares()...)
 	for _, rt := range mux.Routes() {
 		if rt.SubRoutes != nil || strings.ContainsAny(rt.Pattern, "{*") {
@@ -40,7 +45,7 @@ func staticRoutes(mux *chi.Mux) map[staticKey]staticRoute {
 			if method == "*" { // a route for every method: chi's own concern
 				continue
 			}
-			routes[staticKey{method, rt.Pattern}] = staticRoute{pattern: rt.Pattern, handler: mws.Handler(h)}
+			routes[staticKey{method, rt.Pattern}] = &staticRoute{pattern: rt.Pattern, method: method, handler: mws.Handler(h)}
 		}
 	}
 	return routes
@@ -58,10 +63,25 @@ func routePath(r *http.Request) string {
 	return r.URL.Path
 }
 
-// route serves r: by its static route when it has one, else through chi. A panic in a
-// handler answers 500 and is logged with its stack, as chi's Recoverer did; an
+// observe counts a request of the route that answered status, with its series kept here.
+func (sr *staticRoute) observe(m *metrics, status int, took time.Duration) {
+	if status < 100 || status >= 600 {
+		m.observe(sr.pattern, sr.method, status, took)
+		return
+	}
+	hs := sr.series[status-100].Load()
+	if hs == nil {
+		hs = new(httpSeries)
+		*hs = m.http.httpSeries(m.seriesKey(sr.pattern, sr.method, status))
+		sr.series[status-100].Store(hs) // a request at once may store the same series again
+	}
+	m.http.add(*hs, took)
+}
+
+// route serves r: by its static route sr when it has one, else through chi with routing. A
+// panic in a handler answers 500 and is logged with its stack, as chi's Recoverer did; an
 // http.ErrAbortHandler goes on up, to abort the answer.
-func (h *handler) route(w http.ResponseWriter, r *http.Request, routing *chi.Context) {
+func (h *handler) route(w http.ResponseWriter, r *http.Request, sr *staticRoute, routing *chi.Context) {
 	defer func() {
 		if v := recover(); v != nil {
 			if v == http.ErrAbortHandler { //nolint:errorlint // the sentinel itself is what panics
@@ -74,8 +94,7 @@ func (h *handler) route(w http.ResponseWriter, r *http.Request, routing *chi.Con
 			}
 		}
 	}()
-	if sr, ok := h.static[staticKey{r.Method, routePath(r)}]; ok {
-		routing.RoutePatterns = append(routing.RoutePatterns, sr.pattern)
+	if sr != nil {
 		r.Pattern = sr.pattern
 		sr.handler.ServeHTTP(w, r)
 		return

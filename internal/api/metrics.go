@@ -61,6 +61,12 @@ func newMetrics(reg prometheus.Registerer, st Store) *metrics {
 // observe counts and times a request under its chi route pattern ("" when no route
 // matched).
 func (m *metrics) observe(route, method string, status int, took time.Duration) {
+	m.http.observe(m.seriesKey(route, method, status), took)
+}
+
+// seriesKey is the labels of a request's series: "unmatched" for no route, "other" for a
+// method outside the standard ones.
+func (m *metrics) seriesKey(route, method string, status int) seriesKey {
 	if route == "" {
 		route = "unmatched"
 	}
@@ -69,7 +75,7 @@ func (m *metrics) observe(route, method string, status int, took time.Duration) 
 	default:
 		method = "other"
 	}
-	m.http.observe(seriesKey{route: route, method: method, status: status}, took)
+	return seriesKey{route: route, method: method, status: status}
 }
 
 type statusWriter struct {

@@ -15,7 +15,7 @@ import (
 // (see route) and counts it in the metrics.
 type handler struct {
 	mux     *chi.Mux
-	static  map[staticKey]staticRoute // mux's routes without parameters (see staticRoutes)
+	static  map[staticKey]*staticRoute // mux's routes without parameters (see staticRoutes)
 	metrics *metrics
 	log     *slog.Logger // a handler's panic
 	routing sync.Pool    // of *chi.Context, reused as chi.Mux reuses its own
@@ -62,23 +62,37 @@ func (c *requestContext) Value(key any) any {
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	routing := h.routing.Get().(*chi.Context)
-	routing.Reset()
-	routing.Routes = h.mux
-	c := &requestContext{Context: r.Context(), routing: routing, w: statusWriter{ResponseWriter: w, status: http.StatusOK},
+	c := &requestContext{Context: r.Context(), w: statusWriter{ResponseWriter: w, status: http.StatusOK},
 		id: [1]string{h.ids.next()}, clientID: clientRequestID(r)}
 	// The answer names the request; its header value is the id's own array, not a slice made
 	// for it (a Header's values are replaced or appended to, never written in place).
 	w.Header()["X-Request-Id"] = c.id[:]
-	h.route(&c.w, r.WithContext(c), routing)
-	route, took := routing.RoutePattern(), time.Since(start)
-	h.metrics.observe(route, r.Method, c.w.status, took)
+	// A static route needs no routing state: chi.RouteContext is nil for it, and
+	// chi.URLParam "", as a route without parameters has none.
+	sr := h.static[staticKey{r.Method, routePath(r)}]
+	if sr == nil {
+		c.routing = h.routing.Get().(*chi.Context)
+		c.routing.Reset()
+		c.routing.Routes = h.mux
+	}
+	h.route(&c.w, r.WithContext(c), sr, c.routing)
+	took := time.Since(start)
+	var route string
+	if sr != nil {
+		route = sr.pattern
+		sr.observe(h.metrics, c.w.status, took)
+	} else {
+		route = c.routing.RoutePattern()
+		h.metrics.observe(route, r.Method, c.w.status, took)
+	}
 	if h.access != nil {
 		accessLog(h.access, r.Method, route, c, start.Add(took), took)
 	}
-	// As chi.Mux does with its own: a handler must not keep the routing state past its
-	// return (chi.Context's Clone is for that).
-	h.routing.Put(routing)
+	if sr == nil {
+		// As chi.Mux does with its own: a handler must not keep the routing state past its
+		// return (chi.Context's Clone is for that).
+		h.routing.Put(c.routing)
+	}
 }
 
 // withPrincipal makes p the request's principal, in its requestContext. It sets it in place:
