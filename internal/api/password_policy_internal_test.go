@@ -2,10 +2,16 @@ package api
 
 import (
 	"errors"
+	"flag"
+	"maps"
+	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/trustelem/zxcvbn/frequency"
 )
 
 // TestValidatePassword: at least 12 characters counted as runes, at most bcrypt's 72 bytes
@@ -63,7 +69,7 @@ func TestValidatePassword(t *testing.T) {
 // TestCommonPasswords: the embedded list holds the tens of thousands of commonest passwords,
 // and the top of it is refused whatever its length would allow.
 func TestCommonPasswords(t *testing.T) {
-	if n := len(commonPasswords()); n < 30000 {
+	if n := len(commonPasswordLines()); n < 30000 {
 		t.Fatalf("common passwords: got %d, want at least 30000", n)
 	}
 	for i, pw := range []string{"123456", "password", "qwerty", "dragon", "iloveyou", "trustno1"} {
@@ -75,3 +81,45 @@ func TestCommonPasswords(t *testing.T) {
 		t.Errorf("a passphrase of unrelated words: got common, want not")
 	}
 }
+
+var updateCommon = flag.Bool("update", false, "write common_passwords.txt from zxcvbn's frequency lists")
+
+// TestCommonPasswords_AsZxcvbn: the embedded list is zxcvbn's frequency lists, every entry
+// lower-cased, sorted and once, behind its notice; every entry is found and nothing between
+// two entries is. -update writes it from the lists.
+func TestCommonPasswords_AsZxcvbn(t *testing.T) {
+	set := map[string]bool{}
+	for _, list := range frequency.FrequencyLists {
+		for _, w := range list {
+			if w = strings.ToLower(w); w != "" && !strings.Contains(w, "\n") {
+				set[w] = true
+			}
+		}
+	}
+	words := slices.Sorted(maps.Keys(set))
+	want := commonPasswordsNotice + "\n" + strings.Join(words, "\n") + "\n"
+	if *updateCommon {
+		if err := os.WriteFile("common_passwords.txt", []byte(want), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Skip("wrote common_passwords.txt: build again to embed it")
+	}
+	if commonPasswordList != want {
+		t.Fatalf("common_passwords.txt is not zxcvbn's lists (%d entries): run go test ./internal/api -run TestCommonPasswords_AsZxcvbn -update", len(words))
+	}
+	lines := commonPasswordLines()
+	if len(lines) != len(words) {
+		t.Fatalf("%d entries read, want %d", len(lines), len(words))
+	}
+	for i, w := range words {
+		if commonPassword(lines, i) != w || !isCommon(w) || isCommon(w+"\x00") {
+			t.Fatalf("entry %d %q: read %q, found %v; %q found %v", i, w, commonPassword(lines, i), isCommon(w), w+"\x00", isCommon(w+"\x00"))
+		}
+	}
+	if isCommon("") || isCommon("\xff") {
+		t.Error("the empty string or one after every entry is found")
+	}
+}
+
+// commonPasswordsNotice is common_passwords.txt's first line.
+const commonPasswordsNotice = "# The frequency lists of zxcvbn, lower-cased and sorted, one a line: from github.com/trustelem/zxcvbn (Copyright (c) 2018 Vincent Vanackere and Trustelem, MIT License), a port of github.com/dropbox/zxcvbn (Copyright (c) 2012-2016 Dan Wheeler and Dropbox, Inc., MIT License)"
