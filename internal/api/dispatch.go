@@ -38,7 +38,10 @@ func staticRoutes(mux *chi.Mux) map[staticKey]*staticRoute {
 	routes := make(map[staticKey]*staticRoute)
 	mws := chi.Chain(mux.Middlewares()...)
 	for _, rt := range mux.Routes() {
-		if rt.SubRoutes != nil || strings.ContainsAny(rt.Pattern, "{*") {
+		// chi names a route by its pattern without a trailing slash (RoutePattern): such a
+		// route is left to chi, so that its metrics and access lines keep chi's name.
+		if rt.SubRoutes != nil || strings.ContainsAny(rt.Pattern, "{*") ||
+			rt.Pattern != "/" && strings.HasSuffix(rt.Pattern, "/") {
 			continue
 		}
 		for method, h := range rt.Handlers {
@@ -78,10 +81,10 @@ func (sr *staticRoute) observe(m *metrics, status int, took time.Duration) {
 	m.http.add(*hs, took)
 }
 
-// route serves r: by its static route sr when it has one, else through chi with routing. A
+// route serves r: by its static route sr when it has one, else through chi. A
 // panic in a handler answers 500 and is logged with its stack, as chi's Recoverer did; an
 // http.ErrAbortHandler goes on up, to abort the answer.
-func (h *handler) route(w http.ResponseWriter, r *http.Request, sr *staticRoute, routing *chi.Context) {
+func (h *handler) route(w http.ResponseWriter, r *http.Request, sr *staticRoute) {
 	defer func() {
 		if v := recover(); v != nil {
 			if v == http.ErrAbortHandler { //nolint:errorlint // the sentinel itself is what panics

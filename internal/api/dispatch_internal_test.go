@@ -18,7 +18,7 @@ func TestStaticRoutes_AsChi(t *testing.T) {
 	for name, hh := range map[string]http.Handler{"people": people, "operator": operator, "single": single} {
 		h := hh.(*handler)
 		for k, sr := range h.static {
-			if strings.ContainsAny(k.path, "{*") || k.path != sr.pattern {
+			if strings.ContainsAny(k.path, "{*") || k.path != sr.pattern || k.path != "/" && strings.HasSuffix(k.path, "/") {
 				t.Errorf("%s: %s %s dispatched as %q", name, k.method, k.path, sr.pattern)
 			}
 			if got := h.mux.Find(chi.NewRouteContext(), k.method, k.path); got != sr.pattern {
@@ -59,6 +59,25 @@ func TestStaticRoutes_Fallback(t *testing.T) {
 		h.ServeHTTP(w, httptest.NewRequest(c.method, c.target, nil))
 		if w.Code != c.status || !strings.Contains(w.Body.String(), `"code":"`+c.code+`"`) && c.code != "" {
 			t.Errorf("%s %s: %d %s, want %d %s", c.method, c.target, w.Code, w.Body, c.status, c.code)
+		}
+	}
+}
+
+// TestStaticRoutes_TrailingSlash: a route whose pattern ends in a slash is left to chi, which
+// names it without the slash; "/" is the handler's.
+func TestStaticRoutes_TrailingSlash(t *testing.T) {
+	mux := chi.NewRouter()
+	ok := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
+	mux.Get("/", ok)
+	mux.Get("/things/", ok)
+	mux.Get("/things", ok)
+	table := staticRoutes(mux)
+	if _, found := table[staticKey{"GET", "/things/"}]; found {
+		t.Error("GET /things/ is dispatched by the handler")
+	}
+	for _, path := range []string{"/", "/things"} {
+		if _, found := table[staticKey{"GET", path}]; !found {
+			t.Errorf("GET %s is not dispatched by the handler", path)
 		}
 	}
 }

@@ -75,7 +75,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		c.routing.Reset()
 		c.routing.Routes = h.mux
 	}
-	h.route(&c.w, r.WithContext(c), sr, c.routing)
+	h.route(&c.w, r.WithContext(c), sr)
 	took := time.Since(start)
 	var route string
 	if sr != nil {

@@ -6,10 +6,10 @@
 // Held lines are kept by processor (internal/shard): one buffer every request appended to
 // under one lock went from core to core with its lock, about 1 µs of CPU a request on a busy
 // 2-core machine (issue 23). They are written, all of them in one write, when a processor's
-// buffer fills, every period, before any line that goes out at once (so a line never follows
-// one written after it), and at Close. Lines held by two processors keep their order within
+// buffer fills, every period, before any line that goes out at once (so a line written at once
+// never comes before a held line written before it), and at Close. Lines held by two processors keep their order within
 // each, not between them: their times say it. A crash loses the held lines: at most one
-// period's worth, and never more than a buffer's size a shard.
+// period's worth, and never more than MaxHeld.
 package logbuf
 
 import (
