@@ -5,8 +5,6 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strings"
-	"sync/atomic"
-	"time"
 
 	"github.com/go-chi/chi/v5"
 
@@ -18,12 +16,9 @@ type staticKey struct{ method, path string }
 
 // staticRoute is what chi would call for one method of a route without parameters: the
 // route's own handler (its group's middlewares included) behind the router's middlewares.
-// It keeps its requests' metric series by status, so that counting one needs no lookup by
-// labels.
 type staticRoute struct {
-	pattern, method string
-	handler         http.Handler
-	series          [600 - 100]atomic.Pointer[httpSeries] // by status - 100
+	pattern string
+	handler http.Handler
 }
 
 // staticRoutes lists mux's routes without parameters or wildcards by method and path. chi
@@ -48,7 +43,7 @@ func staticRoutes(mux *chi.Mux) map[staticKey]*staticRoute {
 			if method == "*" { // a route for every method: chi's own concern
 				continue
 			}
-			routes[staticKey{method, rt.Pattern}] = &staticRoute{pattern: rt.Pattern, method: method, handler: mws.Handler(h)}
+			routes[staticKey{method, rt.Pattern}] = &staticRoute{pattern: rt.Pattern, handler: mws.Handler(h)}
 		}
 	}
 	return routes
@@ -64,21 +59,6 @@ func routePath(r *http.Request) string {
 		return "/"
 	}
 	return r.URL.Path
-}
-
-// observe counts a request of the route that answered status, with its series kept here.
-func (sr *staticRoute) observe(m *metrics, status int, took time.Duration) {
-	if status < 100 || status >= 600 {
-		m.observe(sr.pattern, sr.method, status, took)
-		return
-	}
-	hs := sr.series[status-100].Load()
-	if hs == nil {
-		hs = new(httpSeries)
-		*hs = m.http.httpSeries(m.seriesKey(sr.pattern, sr.method, status))
-		sr.series[status-100].Store(hs) // a request at once may store the same series again
-	}
-	m.http.add(*hs, took)
 }
 
 // route serves r: by its static route sr when it has one, else through chi. A

@@ -63,10 +63,8 @@ func newHTTPMetrics() *httpMetrics {
 
 // observe counts a request, with labels already bounded (see metrics.observe), and its
 // duration.
-func (m *httpMetrics) observe(k seriesKey, took time.Duration) { m.add(m.httpSeries(k), took) }
-
-// add counts a request of the series hs, and its duration.
-func (m *httpMetrics) add(hs httpSeries, took time.Duration) {
+func (m *httpMetrics) observe(k seriesKey, took time.Duration) {
+	hs := m.httpSeries(k)
 	t := m.shards.Get()
 	hs.requests.shards.at(t.Index()).n.Add(1)
 	d := hs.duration.shards.at(t.Index())

@@ -61,12 +61,6 @@ func newMetrics(reg prometheus.Registerer, st Store) *metrics {
 // observe counts and times a request under its chi route pattern ("" when no route
 // matched).
 func (m *metrics) observe(route, method string, status int, took time.Duration) {
-	m.http.observe(m.seriesKey(route, method, status), took)
-}
-
-// seriesKey is the labels of a request's series: "unmatched" for no route, "other" for a
-// method outside the standard ones.
-func (m *metrics) seriesKey(route, method string, status int) seriesKey {
 	if route == "" {
 		route = "unmatched"
 	}
@@ -75,7 +69,7 @@ func (m *metrics) seriesKey(route, method string, status int) seriesKey {
 	default:
 		method = "other"
 	}
-	return seriesKey{route: route, method: method, status: status}
+	m.http.observe(seriesKey{route: route, method: method, status: status}, took)
 }
 
 type statusWriter struct {

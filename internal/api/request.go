@@ -80,11 +80,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var route string
 	if sr != nil {
 		route = sr.pattern
-		sr.observe(h.metrics, c.w.status, took)
 	} else {
 		route = c.routing.RoutePattern()
-		h.metrics.observe(route, r.Method, c.w.status, took)
 	}
+	h.metrics.observe(route, r.Method, c.w.status, took)
 	if h.access != nil {
 		accessLog(h.access, r.Method, route, c, start.Add(took), took)
 	}
