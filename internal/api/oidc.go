@@ -269,9 +269,13 @@ func (c *oidcClient) discoverIssuer(ctx context.Context) (*oidc.Provider, error)
 
 // misconfiguration returns the configuration error the last discovery found, or nil. It
 // never waits.
-func (c *oidcClient) misconfiguration() *apiError {
+func (c *oidcClient) misconfiguration() *apiError { return misconfigurationOf(c.state.Load()) }
+
+// misconfigurationOf is misconfiguration for the discovery d (nil: none ended yet). Callers
+// that use d too read the state once and pass it: a discovery may end between two reads.
+func misconfigurationOf(d *discovery) *apiError {
 	var ae *apiError
-	if d := c.state.Load(); d != nil && errors.As(d.err, &ae) && ae.Code == "sso_misconfigured" {
+	if d != nil && errors.As(d.err, &ae) && ae.Code == "sso_misconfigured" {
 		return ae
 	}
 	return nil
@@ -281,14 +285,14 @@ func (c *oidcClient) misconfiguration() *apiError {
 // server unready: a wrong --oidc-issuer, not a refused endpoint (see endpointRefusal).
 func (c *oidcClient) failsReadiness() bool {
 	d := c.state.Load()
-	return c.misconfiguration() != nil && !d.keepReady
+	return misconfigurationOf(d) != nil && !d.keepReady
 }
 
 // recheck starts a discovery, without waiting for it, when the last one found the issuer
 // wrong and retryDiscoveryAfter has passed: a NotReady pod gets no sign-ins, so readiness
 // itself must notice a provider that was fixed.
 func (c *oidcClient) recheck() {
-	if d := c.state.Load(); d != nil && c.misconfiguration() != nil && time.Since(d.at) >= retryDiscoveryAfter {
+	if d := c.state.Load(); misconfigurationOf(d) != nil && time.Since(d.at) >= retryDiscoveryAfter {
 		c.rediscover(d)
 	}
 }
