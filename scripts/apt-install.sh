@@ -24,7 +24,7 @@ if [[ $(id -u) -ne 0 ]]; then
 fi
 log=$(mktemp)
 made_policy=
-trap 'rm -f "$log" $made_policy' EXIT
+trap 'rm -f "$log" ${made_policy:+"$made_policy"}' EXIT
 if ((no_start)) && [[ ! -e $policy ]]; then
   printf '#!/bin/sh\n# apt-install.sh --no-start: no service starts during this install.\nexit 101\n' >"$policy"
   chmod 755 "$policy"

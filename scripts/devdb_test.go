@@ -3,7 +3,6 @@ package scripts
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/terdut-server/terdut-server/internal/proctest"
 )
 
 // devCheckout copies scripts/devdb.sh into a checkout at root/repo and returns the copy's
@@ -28,13 +29,11 @@ func devCheckout(t *testing.T, root string) (script string, env []string) {
 	if err := os.WriteFile(script, src, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ports, err := proctest.FreePorts(1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	env = append(os.Environ(), "TERDUT_DEV_PG_PORT="+strconv.Itoa(port))
+	env = append(os.Environ(), "TERDUT_DEV_PG_PORT="+strconv.Itoa(ports[0]))
 	t.Cleanup(func() {
 		cmd := exec.Command(script, "stop")
 		cmd.Env = env

@@ -64,7 +64,7 @@ for p in patroni etcd etcdctl haproxy; do printf '#!/bin/sh\necho "%s 0"\n' "$p"
 		t.Errorf("during the install, policy-rc.d for etcd start: got %q, want 101 (denied)", notes)
 	}
 	for _, unit := range []string{"etcd", "haproxy", "patroni"} {
-		if !strings.Contains(string(notes), "disable --now") || !strings.Contains(string(notes), unit) {
+		if !strings.Contains(string(notes), "systemctl disable --now "+unit+".service\n") {
 			t.Errorf("on a systemd host: want %s disabled and stopped; systemctl calls:\n%s", unit, notes)
 		}
 	}
