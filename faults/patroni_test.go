@@ -462,7 +462,7 @@ func (s *suite) checkAnswers() {
 	counts := map[string]map[string]int{} // route → "kind status" → count
 	var slowest time.Duration
 	bad, hammerRefused := 0, 0
-	lease := s.routes[0].replicas[0].Options.PasswordCheckWait + 5*time.Second // as api.NewServer sets it
+	lease := api.DefaultCheckLease(s.routes[0].replicas[0].Options.PasswordCheckWait)
 	for _, a := range s.rec.snapshot() {
 		if counts[a.route] == nil {
 			counts[a.route] = map[string]int{}

@@ -119,6 +119,11 @@ type server struct {
 	nameTags    nameTagger      // names an unknown username in a log line without writing it
 }
 
+// DefaultCheckLease is how long a password check counts against its person's limit while it
+// runs (Options.LoginLimit.Lease when zero), for a check that waits at most checkWait for a
+// slot: that wait and a bcrypt run, and a margin for the writes around it on a busy machine.
+func DefaultCheckLease(checkWait time.Duration) time.Duration { return checkWait + 5*time.Second }
+
 // NewServer returns the HTTP handler for every endpoint (see routes.go).
 func NewServer(st Store, opts Options) http.Handler {
 	h, _ := newServer(st, opts).routes(false)
@@ -179,9 +184,7 @@ func newServer(st Store, opts Options) *server {
 		s.opts.AddressRefusalPause = time.Second
 	}
 	if s.opts.LoginLimit.Lease <= 0 {
-		// A check runs for at most its wait for a slot and a bcrypt run; the rest is a
-		// margin for the writes around it on a busy machine.
-		s.opts.LoginLimit.Lease = s.opts.PasswordCheckWait + 5*time.Second
+		s.opts.LoginLimit.Lease = DefaultCheckLease(s.opts.PasswordCheckWait)
 	}
 	s.checks = newCheckSlots(s.opts.PasswordChecks, s.opts.PasswordCheckWait, s.opts.Registry)
 	if opts.OIDC != nil && opts.OIDC.Issuer != "" {
