@@ -239,3 +239,57 @@ func TestAPIKeys_AuthenticateReturnsTheUser(t *testing.T) {
 		t.Fatalf("the SSO user has no identity (%q, %q), or the plain one has (%q)", sso.OIDCIssuer, sso.OIDCSubject, plain.OIDCSubject)
 	}
 }
+
+// TestAPIKeys_AuthenticateConcurrent authenticates the keys of people unlike each other (SSO or
+// not, a password or none) from many goroutines at once, each call's answer held to its own
+// person: AuthenticateAPIKey scans into rows it reuses (apiKeyRow), and a row shared by two
+// calls, or one that kept a field of the last person, would answer with someone else's.
+func TestAPIKeys_AuthenticateConcurrent(t *testing.T) {
+	ctx := context.Background()
+	st := mustStore(t)
+	withPassword := mustUser(t, st, "withpassword", store.RoleAdmin)
+	if err := st.SetPasswordHash(ctx, withPassword.ID, "$2a$04$notarealhashbutstoredasone", ""); err != nil {
+		t.Fatal(err)
+	}
+	people := []store.User{mustUser(t, st, "plain", store.RoleMember), withPassword,
+		mustSSOUser(t, st, "sso-subject", store.RoleAdmin)}
+	type key struct {
+		secret string
+		want   store.User
+	}
+	var keys []key
+	for _, u := range people {
+		want, err := st.User(ctx, u.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, secret := mustKey(t, st, u.ID)
+		keys = append(keys, key{secret, want})
+	}
+	unknown := fmt.Sprintf("%064x", 1)
+	var wg sync.WaitGroup
+	for g := range 12 {
+		wg.Go(func() {
+			for i := range 150 {
+				if (g+i)%7 == 0 {
+					if _, err := st.AuthenticateAPIKey(ctx, unknown); !errors.Is(err, store.ErrNotFound) {
+						t.Errorf("an unknown key: %v, want ErrNotFound", err)
+						return
+					}
+					continue
+				}
+				k := keys[(g+i)%len(keys)]
+				got, err := st.AuthenticateAPIKey(ctx, k.secret)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if got != k.want {
+					t.Errorf("AuthenticateAPIKey returned\n%+v\nfor the key of\n%+v", got, k.want)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
