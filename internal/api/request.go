@@ -46,9 +46,14 @@ type requestContext struct {
 	// clientID is the client's X-Request-Id when it is a plain token (validRequestID), else
 	// "": kept beside id, marked as the client's, never in its place.
 	clientID string
+	// done is the Context's Done, which never changes once made: pgx and the context
+	// package ask for it several times a statement.
+	done <-chan struct{}
 }
 
 type requestKey struct{}
+
+func (c *requestContext) Done() <-chan struct{} { return c.done }
 
 func (c *requestContext) Value(key any) any {
 	switch key {
@@ -63,7 +68,7 @@ func (c *requestContext) Value(key any) any {
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	c := &requestContext{Context: r.Context(), w: statusWriter{ResponseWriter: w, status: http.StatusOK},
-		id: [1]string{h.ids.next()}, clientID: clientRequestID(r)}
+		id: [1]string{h.ids.next()}, clientID: clientRequestID(r), done: r.Context().Done()}
 	// The answer names the request; its header value is the id's own array, not a slice made
 	// for it (a Header's values are replaced or appended to, never written in place).
 	w.Header()["X-Request-Id"] = c.id[:]

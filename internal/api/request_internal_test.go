@@ -2,6 +2,8 @@ package api
 
 import (
 	"bytes"
+	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -64,5 +66,44 @@ func TestHandler_Metrics(t *testing.T) {
 		if got := requestCount(t, m.http, c.route, c.method, c.status); got != c.want {
 			t.Errorf("requests{route=%q, method=%q, status=%q}: %v, want %v", c.route, c.method, c.status, got, c.want)
 		}
+	}
+}
+
+// TestHandler_ContextDone: a handler's context ends when the request's does, and is the
+// request's in every other way: its Done (which the requestContext keeps) is the request's,
+// its Err follows, and a context made from it is cancelled with it, as pgx's statements are.
+func TestHandler_ContextDone(t *testing.T) {
+	mux := chi.NewRouter()
+	entered := make(chan struct{})
+	result := make(chan string, 1)
+	mux.Get("/wait", func(_ http.ResponseWriter, r *http.Request) {
+		ctx := r.Context()
+		child, stop := context.WithCancel(ctx)
+		defer stop()
+		close(entered)
+		<-child.Done() // the request's cancellation reaches a context made from its own
+		<-ctx.Done()
+		result <- fmt.Sprint(ctx.Err(), " ", child.Err())
+	})
+	h := newHandler(mux, newMetrics(prometheus.NewRegistry(), nil), slog.New(slog.DiscardHandler))
+	parent, cancel := context.WithCancel(context.Background())
+	req := httptest.NewRequestWithContext(parent, http.MethodGet, "/wait", nil)
+	done := make(chan struct{})
+	go func() { defer close(done); h.ServeHTTP(httptest.NewRecorder(), req) }()
+	<-entered
+	cancel()
+	<-done
+	if got, want := <-result, "context canceled context canceled"; got != want {
+		t.Fatalf("after the request's cancellation: Err %q, want %q", got, want)
+	}
+
+	var c *requestContext
+	mux.Get("/ctx", func(_ http.ResponseWriter, r *http.Request) { c = requestFrom(r.Context()) })
+	base, stop := context.WithCancel(context.Background())
+	defer stop()
+	h = newHandler(mux, newMetrics(prometheus.NewRegistry(), nil), slog.New(slog.DiscardHandler))
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequestWithContext(base, http.MethodGet, "/ctx", nil))
+	if c == nil || c.Done() != base.Done() {
+		t.Fatalf("the handler's context's Done is not the request's")
 	}
 }
