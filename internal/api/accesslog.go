@@ -93,8 +93,8 @@ const maxRequestIDBytes = 64
 // processor hands out those of its own block (a sync.Pool keeps one a processor): a counter
 // every request added to went from core to core, which on a busy 2-core machine cost about
 // 1 µs of CPU a request in the process and as much in Postgres, waiting on it (issue 23).
-// A block keeps its own copy of the prefix, so that naming a request reads no memory
-// another processor's requests read or write. Numbers are unique but not in order across
+// A block keeps the prefix's text, so that an id is made in it without copying the prefix.
+// Numbers are unique but not in order across
 // processors, and a block the pool drops at a garbage collection leaves a gap. A client's
 // X-Request-Id never takes the id's place (clientRequestID keeps it beside).
 type requestIDGen struct {
@@ -123,7 +123,9 @@ func newRequestIDs() *requestIDGen {
 func (ids *requestIDGen) next() string {
 	blk, _ := ids.blocks.Get().(*idBlock)
 	if blk == nil {
-		blk = &idBlock{text: append(make([]byte, 0, len(ids.prefix)+13), ids.prefix...), prefix: len(ids.prefix)} // 13: 2^64 in base 36
+		// 13: the base-36 digits of the largest uint64.
+		text := append(make([]byte, 0, len(ids.prefix)+13), ids.prefix...)
+		blk = &idBlock{text: text, prefix: len(ids.prefix)}
 	}
 	if blk.next == blk.end {
 		blk.end = ids.n.Add(idBlockSize)

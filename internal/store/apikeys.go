@@ -142,7 +142,8 @@ type apiKeyRow struct {
 
 var apiKeyRows = sync.Pool{New: func() any { return new(apiKeyRow) }}
 
-// hashOf returns hashToken(secret), in the row.
+// hashOf returns hashToken(secret): in the row when the secret fits in row.secret (every key
+// the server makes does), else in a slice of its own.
 func (row *apiKeyRow) hashOf(secret string) []byte {
 	if len(secret) > len(row.secret) {
 		return hashToken(secret)
@@ -155,9 +156,11 @@ func (row *apiKeyRow) hashOf(secret string) []byte {
 // release clears the row, so that the pool holds neither a secret nor a person, and gives
 // it back.
 func (row *apiKeyRow) release() {
-	*row = apiKeyRow{}
+	row.clear()
 	apiKeyRows.Put(row)
 }
+
+func (row *apiKeyRow) clear() { *row = apiKeyRow{} }
 
 // authenticateAPIKeySQL finds a live key by the unique index on key_hash and joins its owner
 // by primary key. Its WHERE clause says which keys are live; the first column says, by the

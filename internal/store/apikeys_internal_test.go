@@ -6,18 +6,18 @@ import (
 	"testing"
 )
 
-// TestAPIKeyRow_HashAndRelease: the pooled row hashes a secret as hashToken does, at every
-// length, and keeps nothing of it, or of the person, once released.
-func TestAPIKeyRow_HashAndRelease(t *testing.T) {
+// TestAPIKeyRow_HashAndClear: the pooled row hashes a secret as hashToken does, at every
+// length, and keeps nothing of it, or of the person, once cleared for the pool.
+func TestAPIKeyRow_HashAndClear(t *testing.T) {
 	for _, secret := range []string{"", "a", strings.Repeat("f", 64), strings.Repeat("f", 65), strings.Repeat("x", 300)} {
 		row := new(apiKeyRow)
 		if got, want := row.hashOf(secret), hashToken(secret); !bytes.Equal(got, want) {
 			t.Fatalf("hashOf(%d bytes) = %x, want %x", len(secret), got, want)
 		}
 		row.u.Username, row.role, row.issuer.String = "someone", "admin", "https://idp.example"
-		row.release()
+		row.clear()
 		if *row != (apiKeyRow{}) {
-			t.Fatalf("a released row kept %+v", *row)
+			t.Fatalf("a cleared row kept %+v", *row)
 		}
 	}
 }

@@ -242,8 +242,8 @@ func TestAPIKeys_AuthenticateReturnsTheUser(t *testing.T) {
 
 // TestAPIKeys_AuthenticateConcurrent authenticates the keys of people unlike each other (SSO or
 // not, a password or none) from many goroutines at once, each call's answer held to its own
-// person: AuthenticateAPIKey scans into rows it reuses (apiKeyRow), and a row shared by two
-// calls, or one that kept a field of the last person, would answer with someone else's.
+// person: AuthenticateAPIKey scans into rows it reuses (apiKeyRow), and a row two calls
+// shared would answer one of them with someone else's.
 func TestAPIKeys_AuthenticateConcurrent(t *testing.T) {
 	ctx := context.Background()
 	st := mustStore(t)
