@@ -1,6 +1,7 @@
 package logbuf_test
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -12,7 +13,7 @@ import (
 )
 
 // TestWriter: held lines wait for the timer, a full buffer or a line that goes out at once
-// (which they precede, in one write), and Close; after Close they go out at once.
+// (which they precede), and Close; after Close they go out at once.
 func TestWriter(t *testing.T) {
 	t.Run("HeldUntilImmediate", func(t *testing.T) {
 		out := &apitest.SyncBuffer{}
@@ -26,8 +27,10 @@ func TestWriter(t *testing.T) {
 			t.Fatalf("writes after three held lines: got %d, want 0", out.Writes())
 		}
 		_, _ = l.Write([]byte("error\n"))
-		if got, want := out.String(), "a\nb\nc\nerror\n"; got != want || out.Writes() != 1 {
-			t.Errorf("after a line that goes out at once: got %q in %d writes, want %q in 1", got, out.Writes(), want)
+		// Two writes: the processor's buffer, straight from where the lines were built, and
+		// the line that goes out at once.
+		if got, want := out.String(), "a\nb\nc\nerror\n"; got != want || out.Writes() != 2 {
+			t.Errorf("after a line that goes out at once: got %q in %d writes, want %q in 2", got, out.Writes(), want)
 		}
 	})
 	t.Run("Timer", func(t *testing.T) {
@@ -108,6 +111,60 @@ func TestWriter(t *testing.T) {
 			t.Errorf("%d lines written, want %d", len(seen), goroutines*lines)
 		}
 	})
+	t.Run("AppendLine", func(t *testing.T) {
+		// A line built in place is held like one written, and after Close goes out at once.
+		out := &apitest.SyncBuffer{}
+		l := logbuf.New(out, time.Hour)
+		held := l.Held()
+		build := func(s string) func([]byte) []byte {
+			return func(b []byte) []byte { return append(append(b, s...), '\n') }
+		}
+		for _, s := range []string{"a", "b"} {
+			if err := held.AppendLine(build(s)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if out.Writes() != 0 {
+			t.Fatalf("writes after two lines built in place: got %d, want 0", out.Writes())
+		}
+		_ = l.Close()
+		if err := held.AppendLine(build("c")); err != nil {
+			t.Fatal(err)
+		}
+		// Lines held by two processors (the goroutine may move) keep no order between them.
+		if got := out.String(); got != "a\nb\nc\n" && got != "b\na\nc\n" {
+			t.Errorf("got %q, want a and b, then c", got)
+		}
+	})
+	t.Run("FullLine", func(t *testing.T) {
+		// The line that fills a buffer goes out with it, at once, whole: a line longer than a
+		// buffer too.
+		out := &apitest.SyncBuffer{}
+		l := logbuf.New(out, time.Hour)
+		defer l.Close()
+		long := strings.Repeat("y", l.MaxHeld()) + "\n"
+		_, _ = l.Held().Write([]byte("a\n"))
+		_, _ = l.Held().Write([]byte(long))
+		if got := out.String(); got != "a\n"+long && got != long+"a\n" {
+			t.Errorf("after a line longer than a buffer: %d bytes written, want its %d and the line before it", len(got), len(long))
+		}
+	})
+	t.Run("Failed", func(t *testing.T) {
+		// A failed write drops what it held and is reported; the lines after it are written.
+		out := &failingWriter{fail: true}
+		l := logbuf.New(out, time.Hour)
+		defer l.Close()
+		_, _ = l.Held().Write([]byte("lost\n"))
+		if _, err := l.Write([]byte("error\n")); err == nil {
+			t.Fatalf("a failed write: got no error")
+		}
+		out.fail = false
+		_, _ = l.Held().Write([]byte("a\n"))
+		_ = l.Close()
+		if got := out.b.String(); got != "a\n" {
+			t.Errorf("after a failed write: got %q, want only the line held after it", got)
+		}
+	})
 	t.Run("Close", func(t *testing.T) {
 		out := &apitest.SyncBuffer{}
 		l := logbuf.New(out, time.Hour)
@@ -137,4 +194,17 @@ func TestWriter(t *testing.T) {
 			t.Errorf("Close: got %v, want nil", err)
 		}
 	})
+}
+
+// failingWriter fails every write while fail is set, and keeps the others.
+type failingWriter struct {
+	fail bool
+	b    strings.Builder
+}
+
+func (w *failingWriter) Write(p []byte) (int, error) {
+	if w.fail {
+		return 0, errors.New("no space left on device")
+	}
+	return w.b.Write(p)
 }
