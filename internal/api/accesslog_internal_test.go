@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	_ "time/tzdata" // TestLogTime_AsFormat's daylight saving time
 
 	"github.com/terdut-server/terdut-server/internal/logcap"
 )
@@ -108,5 +109,45 @@ func TestRequestIDs_Unique(t *testing.T) {
 	}
 	if other := newRequestIDs(); other.prefix == ids.prefix {
 		t.Errorf("two replicas drew the same prefix %q", ids.prefix)
+	}
+}
+
+// TestLogTime_AsFormat: an access line's time is what AppendFormat writes with RFC 3339 and
+// nanoseconds (slog's form), whether its second is the last line's or not: across years,
+// fractions, zones of any offset and a change of daylight saving time, from goroutines that
+// take turns at the second kept.
+func TestLogTime_AsFormat(t *testing.T) {
+	berlin, err := time.LoadLocation("Europe/Berlin") // time/tzdata is linked into the test
+	if err != nil {
+		t.Fatal(err)
+	}
+	zones := []*time.Location{time.UTC, time.Local, berlin, time.FixedZone("", 0),
+		time.FixedZone("east", 5*3600+30*60), time.FixedZone("west", -(3*3600 + 1234))}
+	var times []time.Time
+	for _, sec := range []int64{0, -1, 1, 1798761600, 1774746000 - 1, 1774746000, 1792890000, 253402300799, 253402300800, -62135596800} {
+		for _, ns := range []int{0, 1, 10, 100000, 123456789, 999999999, 500000000} {
+			times = append(times, time.Unix(sec, int64(ns)))
+		}
+	}
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for round := range 50 {
+				for i, at := range times {
+					at := at.In(zones[(i+g+round)%len(zones)])
+					if got, want := appendLogTime(nil, at), at.AppendFormat(nil, time.RFC3339Nano); string(got) != string(want) {
+						t.Errorf("%v: got %s, want %s", at, got, want)
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	now := time.Now() // a time with a monotonic reading, as the handler's is
+	for range 3 {
+		if got, want := appendLogTime(nil, now), now.AppendFormat(nil, time.RFC3339Nano); string(got) != string(want) {
+			t.Fatalf("now: got %s, want %s", got, want)
+		}
 	}
 }

@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -19,8 +18,8 @@ type handler struct {
 	metrics *metrics
 	log     *slog.Logger // a handler's panic
 	routing sync.Pool    // of *chi.Context, reused as chi.Mux reuses its own
-	// access, when not nil, gets a line for every request (see accessLog).
-	access io.Writer
+	// access, when its w is not nil, gets a line for every request (see accessLog).
+	access accessWriter
 	ids    *requestIDGen
 }
 
@@ -91,7 +90,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		route = c.routing.RoutePattern()
 	}
 	h.metrics.observe(route, r.Method, c.w.status, took)
-	if h.access != nil {
+	if h.access.w != nil {
 		accessLog(h.access, r.Method, route, c, start.Add(took), took)
 	}
 	if sr == nil {

@@ -82,6 +82,6 @@ func (s *server) newRouter() *chi.Mux {
 // metrics and the access log.
 func (s *server) handler(r *chi.Mux) http.Handler {
 	h := newHandler(r, s.metrics, s.log)
-	h.access = s.opts.AccessLog
+	h.access = newAccessWriter(s.opts.AccessLog)
 	return h
 }
