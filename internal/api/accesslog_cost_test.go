@@ -25,9 +25,9 @@ func (w *headerWriter) WriteHeader(int)             {}
 // TestAccessLog_Allocations: the access line of GET /api/me with an API key (the request
 // clients make most) costs no allocation of its own: the request allocates as much with the
 // access log on as with it off (0.05 more, measured). Under -race, sync.Pool drops a quarter
-// of what it is given on purpose, so the line's pooled buffer and the log's processor token
-// (internal/shard: the token and its cleanup) are made again now and then: about 1.5 more a
-// request on average, so under -race the bound is 2, where slog cost seven.
+// of what it is given on purpose, so the log's processor token (internal/shard: the token
+// and its cleanup) is made again now and then: about 1.5 more a request on average, so
+// under -race the bound is 2, where slog cost seven.
 func TestAccessLog_Allocations(t *testing.T) {
 	db := pgtest.MustDatabase(t)
 	allocs := func(on bool) float64 {
