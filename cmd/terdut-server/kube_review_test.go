@@ -74,8 +74,9 @@ func TestKube_TokenReview(t *testing.T) {
 	})
 }
 
-// resetsAllowed is TestKube_TokenReview's reset limit a minute: mustBeRevoked tries every
-// 250 ms for up to revokedWithin, four times.
+// resetsAllowed is TestKube_TokenReview's reset limit a minute: more than its three calls of
+// mustBeRevoked can make (a try every 250 ms for up to revokedWithin, 80 each) and its other
+// resets.
 const resetsAllowed = "400"
 
 // revokedWithin bounds how long a reviewed token of a deleted pod or account may still be
