@@ -1,7 +1,6 @@
 package api
 
 import (
-	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -54,9 +53,7 @@ func newHTTPMetrics() *httpMetrics {
 			"HTTP requests by route pattern, method and status.", []string{"route", "method", "status"}, nil),
 		durations: prometheus.NewDesc("terdut_http_request_duration_seconds",
 			"HTTP request durations by route pattern.", []string{"route", "method"}, nil),
-		// Four indices a processor leave room for the tokens requests hold at once, past which
-		// they share.
-		shards:         shard.NewPool(max(8, 4*runtime.GOMAXPROCS(0))),
+		shards:         shard.NewPool(shard.PerProcessor()),
 		durationSeries: map[[2]string]*durationHistogram{},
 	}
 }

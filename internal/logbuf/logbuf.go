@@ -15,7 +15,6 @@ package logbuf
 
 import (
 	"io"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -62,7 +61,7 @@ type heldShard struct {
 // New returns a Writer to w that writes its held lines at least every period; with a period
 // of 0, Held's lines go out at once too. Close it.
 func New(w io.Writer, period time.Duration) *Writer {
-	n := max(8, 4*runtime.GOMAXPROCS(0))
+	n := shard.PerProcessor()
 	l := &Writer{w: w, slots: shard.NewPool(n), shards: make([]heldShard, n),
 		stop: make(chan struct{}), done: make(chan struct{})}
 	if period <= 0 {

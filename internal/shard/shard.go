@@ -53,6 +53,11 @@ func NewPool(n int) *Pool {
 	return p
 }
 
+// PerProcessor is the number of indices a pool shared by the requests of every processor
+// wants: four a processor Go runs on, room for the tokens requests hold at once, past which
+// they share, and at least 8.
+func PerProcessor() int { return max(8, 4*runtime.GOMAXPROCS(0)) }
+
 // Len is the number of indices.
 func (p *Pool) Len() int { return p.max }
 
