@@ -157,9 +157,9 @@ const maxRequestIDBytes = 64
 // every request added to went from core to core, which on a busy 2-core machine cost about
 // 1 µs of CPU a request in the process and as much in Postgres, waiting on it (issue 23).
 // A block keeps the prefix's text, so that an id is made in it without copying the prefix.
-// Numbers are unique but not in order across
-// processors, and a block the pool drops at a garbage collection leaves a gap. A client's
-// X-Request-Id never takes the id's place (clientRequestID keeps it beside).
+// Numbers are unique but not in order across processors, and a block the pool drops at a
+// garbage collection leaves a gap. A client's X-Request-Id never takes the id's place
+// (clientRequestID keeps it beside).
 type requestIDGen struct {
 	prefix string
 	n      atomic.Uint64 // the last number given to a block

@@ -86,16 +86,14 @@ func TestRequestIDs_Unique(t *testing.T) {
 	got := make([][]string, goroutines)
 	var wg sync.WaitGroup
 	for g := range goroutines {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for i := range each {
 				if i%1000 == 0 && g == 0 {
 					runtime.GC()
 				}
 				got[g] = append(got[g], ids.next())
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	seen := make(map[string]bool, goroutines*each)

@@ -76,9 +76,7 @@ func TestWriter(t *testing.T) {
 		const goroutines, lines = 16, 2000
 		var wg sync.WaitGroup
 		for g := range goroutines {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				for i := range lines {
 					line := fmt.Appendf(nil, "%d %d held\n", g, i)
 					if i%100 == 99 {
@@ -88,7 +86,7 @@ func TestWriter(t *testing.T) {
 					}
 					_, _ = l.Held().Write(line)
 				}
-			}()
+			})
 		}
 		wg.Wait()
 		_ = l.Close()
