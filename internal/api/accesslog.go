@@ -21,10 +21,10 @@ import (
 // for byte (TestAccessLine_AsSlog), built by hand: through slog it cost about 4 µs and two
 // allocations of every request (its attributes, the float's encoding/json), and a write
 // system call (see bench/README.md). The server's log (internal/logbuf) holds the line where
-// it is built, in the buffer of the processor it waits in; any other writer is given it
-// whole in one Write, from a pooled buffer. The method is the client's word (Go's server
-// takes any token that fits in its 64 KiB of headers), so it is cut like every caller value
-// in a line.
+// it is built, in the buffer of the processor it waits in; any other writer (a test's, an
+// embedder's) is given it whole in one Write, from a buffer made for it. The method is the
+// client's word (Go's server takes any token that fits in its 64 KiB of headers), so it is
+// cut like every caller value in a line.
 func accessLog(w accessWriter, method, route string, c *requestContext, now time.Time, took time.Duration) {
 	if route == "" {
 		route = "unmatched"
@@ -37,13 +37,7 @@ func accessLog(w accessWriter, method, route string, c *requestContext, now time
 		_ = w.held.AppendLine(line)
 		return
 	}
-	bp := lineBuffers.Get().(*[]byte)
-	defer lineBuffers.Put(bp)
-	b := line((*bp)[:0])
-	_, _ = w.w.Write(b)
-	if cap(b) <= 4<<10 { // an outsized line's buffer is left to the collector
-		*bp = b
-	}
+	_, _ = w.w.Write(line(make([]byte, 0, 256)))
 }
 
 // accessWriter is where access lines go: w, and held when w is the server's log, whose lines
@@ -59,10 +53,6 @@ func newAccessWriter(w io.Writer) accessWriter {
 	}
 	return accessWriter{w: w}
 }
-
-// lineBuffers recycles the buffers access lines are built in for a writer other than the
-// server's log.
-var lineBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 256); return &b }}
 
 // appendAccessLine appends the access line as slog.JSONHandler writes it: time (RFC 3339 with
 // nanoseconds, as slog writes a record's time), level, msg, then the attributes, and a newline.
