@@ -127,7 +127,7 @@ func (s *server) stepUp(r *http.Request, currentPassword string) (store.Caller, 
 	case currentPassword == "":
 		return store.Caller{}, errCurrentPasswordRequired
 	default:
-		if err := s.checkCurrentPassword(r, p.User, currentPassword, errWrongCurrentPasswordForKey); err != nil {
+		if _, err := s.checkCurrentPassword(r, p.User, currentPassword, errWrongCurrentPasswordForKey); err != nil {
 			return store.Caller{}, err
 		}
 	}

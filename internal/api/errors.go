@@ -114,6 +114,10 @@ func (s *server) classify(err error) *apiError {
 		return errPasswordLinkInvalid
 	case errors.Is(err, store.ErrAdminsOwnPassword):
 		return errAdminsOwnPassword
+	case errors.Is(err, store.ErrPasswordChanged):
+		// Their current password stopped being current while the change was made: the answer
+		// it would have had a moment later.
+		return errWrongCurrentPassword
 	case errors.Is(err, store.ErrNoPassword):
 		return &apiError{Status: http.StatusForbidden, Code: "no_password",
 			Message: "Machine users and people who sign in with single sign-on have no password."}

@@ -82,8 +82,9 @@ var errWrongCurrentPassword = &apiError{Status: http.StatusForbidden, Code: "wro
 // checkCurrentPassword checks that password is u's: guessing it is throttled like sign-in, on
 // the same count, and checked in the same bcrypt slots. It returns wrong when it is not. A
 // wrong password, or one refused past the guessing limit, is a failed authentication: a
-// security event like a sign-in's (reauth.failed, reauth.locked_out).
-func (s *server) checkCurrentPassword(r *http.Request, u store.User, password string, wrong *apiError) error {
+// security event like a sign-in's (reauth.failed, reauth.locked_out). It returns the hash it
+// checked the password against, for a change decided on it (store.PasswordRule.Proven).
+func (s *server) checkCurrentPassword(r *http.Request, u store.User, password string, wrong *apiError) (string, error) {
 	ctx := r.Context()
 	_, current, attempt, err := s.store.UserForSignIn(ctx, u.Username, store.GateOff, s.opts.LoginLimit)
 	var limited *store.RateLimitedError
@@ -91,21 +92,24 @@ func (s *server) checkCurrentPassword(r *http.Request, u store.User, password st
 		s.event(r, "reauth.locked_out", outcomeRefused, target(u))
 	}
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		return err
+		return "", err
 	}
 	ok, err := s.checkPassword(ctx, current, password)
 	if err != nil {
 		s.releaseUnchecked(ctx, attempt)
-		return err
+		return "", err
 	}
 	if !ok {
 		if err := s.store.FailedAttempt(context.WithoutCancel(ctx), attempt); err != nil {
-			return err
+			return "", err
 		}
 		s.event(r, "reauth.failed", outcomeFailed, target(u))
-		return wrong
+		return "", wrong
 	}
-	return s.store.ReleaseAttempt(ctx, attempt)
+	if err := s.store.ReleaseAttempt(ctx, attempt); err != nil {
+		return "", err
+	}
+	return current, nil
 }
 
 func (s *server) handlePasswordSet() http.Handler {
@@ -142,14 +146,17 @@ func (s *server) handlePasswordSet() http.Handler {
 			s.writeError(w, r, errSSOUserPassword)
 			return
 		}
-		if caller.User.ID != id {
+		// What the change is decided on, checked again as it is written (a quarter of a second
+		// of hashing later): see store.PasswordRule.
+		rule := &store.PasswordRule{ByOther: caller.User.ID != id}
+		if rule.ByOther {
 			if err := refuseOthersPassword(caller, target); err != nil {
 				s.writeError(w, r, err)
 				return
 			}
 		}
-		if caller.User.ID == id && target.HasPassword {
-			if err := s.checkCurrentPassword(r, target, req.CurrentPassword, errWrongCurrentPassword); err != nil {
+		if !rule.ByOther && target.HasPassword {
+			if rule.Proven, err = s.checkCurrentPassword(r, target, req.CurrentPassword, errWrongCurrentPassword); err != nil {
 				s.writeError(w, r, err)
 				return
 			}
@@ -163,7 +170,7 @@ func (s *server) handlePasswordSet() http.Handler {
 		if caller.User.ID == id {
 			keep = caller.SessionToken
 		}
-		change := store.PasswordChange{UserID: id, Hash: hash, KeepSession: keep, RevokeAPIKeys: req.RevokeAPIKeys}
+		change := store.PasswordChange{UserID: id, Hash: hash, KeepSession: keep, RevokeAPIKeys: req.RevokeAPIKeys, Rule: rule}
 		if _, err := s.store.ChangePassword(r.Context(), change); err != nil {
 			s.writeError(w, r, err)
 			return

@@ -114,20 +114,7 @@ func (s *Store) RedeemPasswordLink(ctx context.Context, token, hash string) (Use
 }
 
 // passwordLinkTarget locks the user's row and says whether a set-password link may set their
-// password (see IssuePasswordLink).
+// password (see IssuePasswordLink): as whether someone else may choose it (PasswordRule.ByOther).
 func passwordLinkTarget(ctx context.Context, tx pgx.Tx, userID int64) error {
-	var noPassword, adminsOwn bool
-	err := tx.QueryRow(ctx, `SELECT kind = 'service' OR oidc_issuer IS NOT NULL, role = 'admin' AND password_hash IS NOT NULL
-		FROM users WHERE id = $1 FOR UPDATE`, userID).Scan(&noPassword, &adminsOwn)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return ErrNotFound
-	case err != nil:
-		return wrap(err, "lock user")
-	case noPassword:
-		return ErrNoPassword
-	case adminsOwn:
-		return ErrAdminsOwnPassword
-	}
-	return nil
+	return PasswordRule{ByOther: true}.check(ctx, tx, userID)
 }

@@ -153,15 +153,67 @@ type PasswordChange struct {
 	// RevokeAPIKeys also revokes every API key of the user, so that a key someone made with a
 	// stolen session dies with the password they knew or the cookie they took.
 	RevokeAPIKeys bool
+	// Rule, when not nil, is what a change someone asked for was decided on: ChangePassword
+	// checks it again, on the person's row locked, before it writes. Nil for a change this
+	// process makes itself.
+	Rule *PasswordRule
+}
+
+// ErrPasswordChanged means the person's password changed after the change being made was
+// decided on: the password its caller proved to know is no longer the current one.
+var ErrPasswordChanged = errors.New("the password changed meanwhile")
+
+// PasswordRule is what a password change through the API was decided on. The API reads the
+// person, checks its rules, then hashes the new password (a quarter of a second at the
+// default cost) before it writes: long enough for another change, a set-password link's use
+// or a promotion to commit in between. ChangePassword checks the rule again with the row
+// locked, so a change that raced another is refused as it would have been had it come second.
+type PasswordRule struct {
+	// ByOther says someone other than the person chooses it (an admin's API key): refused
+	// with ErrAdminsOwnPassword when the person is, by then, an admin who has a password.
+	ByOther bool
+	// Proven is, for the person's own change, the password hash they proved to know with
+	// their current password, "" when they had none: refused with ErrPasswordChanged when
+	// the stored hash is, by then, another.
+	Proven string
+}
+
+// check locks the user's row for a change of their password and says whether r still
+// allows it: ErrNotFound, ErrNoPassword (a machine user or a single sign-on person, who
+// never have one), ErrAdminsOwnPassword or ErrPasswordChanged when not.
+func (r PasswordRule) check(ctx context.Context, tx pgx.Tx, userID int64) error {
+	var noPassword, adminsOwn bool
+	var hash string
+	err := tx.QueryRow(ctx, `SELECT kind = 'service' OR oidc_issuer IS NOT NULL, role = 'admin' AND password_hash IS NOT NULL,
+		coalesce(password_hash, '') FROM users WHERE id = $1 FOR UPDATE`, userID).Scan(&noPassword, &adminsOwn, &hash)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return ErrNotFound
+	case err != nil:
+		return wrap(err, "lock user")
+	case noPassword:
+		return ErrNoPassword
+	case r.ByOther && adminsOwn:
+		return ErrAdminsOwnPassword
+	case !r.ByOther && hash != r.Proven:
+		return ErrPasswordChanged
+	}
+	return nil
 }
 
 // ChangePassword stores c.Hash as the user's password hash and, in the same transaction, ends
 // every session of theirs but c.KeepSession and, with c.RevokeAPIKeys, revokes every API key of
 // theirs; it returns how many keys it revoked. The UPDATE of the user's row comes first, so a
 // key being created for them meanwhile is revoked with the rest (see lockUser), and one asked
-// for later from a session this ends is refused. ErrNotFound when the user does not exist.
+// for later from a session this ends is refused. ErrNotFound when the user does not exist;
+// with c.Rule, the errors of PasswordRule.check when it no longer allows the change.
 func (s *Store) ChangePassword(ctx context.Context, c PasswordChange) (revokedKeys int64, err error) {
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
+		if c.Rule != nil {
+			if err := c.Rule.check(ctx, tx, c.UserID); err != nil {
+				return err
+			}
+		}
 		revokedKeys, err = changePassword(ctx, tx, c)
 		return err
 	})

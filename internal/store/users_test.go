@@ -142,6 +142,72 @@ func TestUsers_Password(t *testing.T) {
 	})
 }
 
+// TestUsers_PasswordRule: a change made with a rule is written only if the rule still holds on
+// the person's row, and a refused one changes nothing: not the hash, not the sessions, not the
+// set-password link.
+func TestUsers_PasswordRule(t *testing.T) {
+	ctx := context.Background()
+	st := mustStore(t)
+	principal := mustClaim(t, st).Principal
+	admin := mustUser(t, st, "ada", store.RoleAdmin)
+	member := mustUser(t, st, "pat", store.RoleMember)
+	for _, u := range []store.User{admin, member} {
+		if err := st.SetPasswordHash(ctx, u.ID, "hash-of-"+u.Username, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	session, err := st.CreateSession(ctx, member.ID, time.Hour, store.GateOn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.IssuePasswordLink(ctx, member.ID, store.Caller{}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, tc := range []struct {
+		name string
+		user int64
+		rule store.PasswordRule
+		want error
+	}{
+		{"AnotherAdminsPassword", admin.ID, store.PasswordRule{ByOther: true}, store.ErrAdminsOwnPassword},
+		{"MachineUser", principal.ID, store.PasswordRule{ByOther: true}, store.ErrNoPassword},
+		{"OwnWithAnotherHash", member.ID, store.PasswordRule{Proven: "hash-of-someone-else"}, store.ErrPasswordChanged},
+		{"OwnHadNone", member.ID, store.PasswordRule{}, store.ErrPasswordChanged},
+		{"NoSuchUser", 424242, store.PasswordRule{ByOther: true}, store.ErrNotFound},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := st.ChangePassword(ctx, store.PasswordChange{UserID: tc.user, Hash: "refused-hash", Rule: &tc.rule})
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("got %v, want %v", err, tc.want)
+			}
+			if n := mustExec(t, st, `SELECT FROM users WHERE password_hash = 'refused-hash'`); n != 0 {
+				t.Fatalf("users with the refused hash: got %d, want 0", n)
+			}
+			if _, err := st.AuthenticateSession(ctx, session.Token); err != nil {
+				t.Fatalf("pat's session after a refused change: got %v, want nil", err)
+			}
+			if n := mustExec(t, st, `SELECT FROM password_links WHERE user_id = $1`, member.ID); n != 1 {
+				t.Fatalf("pat's set-password link after a refused change: got %d, want 1", n)
+			}
+		})
+	}
+
+	t.Run("StillHolds", func(t *testing.T) {
+		if _, err := st.ChangePassword(ctx, store.PasswordChange{UserID: member.ID, Hash: "pat-chose",
+			Rule: &store.PasswordRule{Proven: "hash-of-pat"}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.ChangePassword(ctx, store.PasswordChange{UserID: member.ID, Hash: "an-admin-chose",
+			Rule: &store.PasswordRule{ByOther: true}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, hash, _, err := st.UserForSignIn(ctx, "pat", store.GateOff, store.RateLimit{}); err != nil || hash != "an-admin-chose" {
+			t.Fatalf("pat's hash: got %q, %v, want an-admin-chose", hash, err)
+		}
+	})
+}
+
 func TestUsers_Delete(t *testing.T) {
 	ctx := context.Background()
 

@@ -1,0 +1,149 @@
+package api_test
+
+import (
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/terdut-server/terdut-server/internal/apitest"
+	"github.com/terdut-server/terdut-server/internal/oidctest"
+	"github.com/terdut-server/terdut-server/internal/pgtest"
+	"github.com/terdut-server/terdut-server/internal/store"
+)
+
+// passwordRaceRounds is how many times each race of TestPasswordSet_Races is run. Before the
+// rules were checked again on the locked row, both changes of a round went through within
+// the first few rounds; one round in which both do fails the test. Each side won in about a
+// third of the rounds or more, so a race that one side always wins (no race at all) fails it too.
+const passwordRaceRounds = 25
+
+// wins counts the rounds each side of a race won, and fails the test unless both won some
+// (said only when no round failed it already).
+type wins [2]int
+
+func (w *wins) check(t *testing.T, sides [2]string) {
+	t.Helper()
+	if !t.Failed() && (w[0] == 0 || w[1] == 0) {
+		t.Errorf("rounds won: %s %d, %s %d; want both sides to win some, or the two did not race", sides[0], w[0], sides[1], w[1])
+	}
+}
+
+// raceTwo sends a and b at once, a to replicas[0] and b to replicas[1], and returns both answers.
+func raceTwo(t *testing.T, replicas []*apitest.Server, a, b apitest.Request) (apitest.Response, apitest.Response) {
+	t.Helper()
+	var ra, rb apitest.Response
+	var ea, eb error
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() { <-start; ra, ea = replicas[0].Do(a) })
+	wg.Go(func() { <-start; rb, eb = replicas[1].Do(b) })
+	close(start)
+	wg.Wait()
+	if ea != nil || eb != nil {
+		t.Fatalf("racing requests: %v, %v", ea, eb)
+	}
+	return ra, rb
+}
+
+// winner returns which of the two racing changes answered 204 (0 or 1), failing the test
+// unless exactly one did and the other was refused as the rule in force when it was written
+// says: one of losers for the loser at index 0 or 1.
+func winner(t *testing.T, round int, answers [2]apitest.Response, losers [2][]string) int {
+	t.Helper()
+	won := -1
+	for i, resp := range answers {
+		if resp.Status == http.StatusNoContent {
+			if won >= 0 {
+				t.Fatalf("round %d: both changes answered 204; the second was decided on a rule that no longer held", round)
+			}
+			won = i
+		}
+	}
+	if won < 0 {
+		t.Fatalf("round %d: no change answered 204: %d %s, %d %s", round, answers[0].Status, answers[0].Body,
+			answers[1].Status, answers[1].Body)
+	}
+	lost := answers[1-won]
+	for _, code := range losers[1-won] {
+		if lost.Code() == code || code == "unauthorized" && lost.Status == http.StatusUnauthorized {
+			return won
+		}
+	}
+	t.Fatalf("round %d: the losing change answered %d %s, want one of %v", round, lost.Status, lost.Body, losers[1-won])
+	return won
+}
+
+// wantPassword fails the test unless the user's stored password is want.
+func wantPassword(t *testing.T, srv *apitest.Server, round int, userID int64, want string) {
+	t.Helper()
+	var hash string
+	if err := srv.Store.Pool().QueryRow(t.Context(), `SELECT password_hash FROM users WHERE id = $1`, userID).Scan(&hash); err != nil {
+		t.Fatalf("round %d: read the password: %v", round, err)
+	}
+	if bcrypt.CompareHashAndPassword([]byte(hash), []byte(want)) != nil {
+		t.Fatalf("round %d: the stored password is not the one the winning change set (%q)", round, want)
+	}
+}
+
+// TestPasswordSet_Races: PUT /api/users/{id}/password decides on a read of the person (their
+// role, whether they have a password, the hash the caller proved to know), then hashes the new
+// password, then writes it. What it decided on is checked again on the person's row, locked,
+// when it writes, so no change goes through on a rule that stopped holding meanwhile. Each
+// race runs passwordRaceRounds times, its two sides on two replicas over one database.
+func TestPasswordSet_Races(t *testing.T) {
+	replicas := newReplicas(t, pgtest.MustDatabase(t), 2, oidctest.NewProvider(t), nil)
+	replicas[0].MustClaim(t)
+	root := apitest.MustPerson(t, replicas[0].Store, "root", store.RoleAdmin)
+
+	// An admin with no password yet redeems her set-password link while another admin's API
+	// key chooses a password for her. Whichever commits first, the other finds an admin with
+	// a password: hers to change (the key), or no link left (the change deletes it).
+	t.Run("KeyAgainstLinkOfAdmin", func(t *testing.T) {
+		var w wins
+		defer w.check(t, [2]string{"the key", "the link"})
+		for round := range passwordRaceRounds {
+			nova, err := replicas[0].Store.CreateUser(t.Context(), store.NewUser{Username: fmt.Sprintf("nova-%02d", round),
+				Email: fmt.Sprintf("nova-%02d@example.test", round), Role: store.RoleAdmin})
+			if err != nil {
+				t.Fatal(err)
+			}
+			l := mustPasswordLink(t, replicas[0], nova.ID, root.APIKey)
+			chosen := [2]string{fmt.Sprintf("root-chose-%02d-for-nova", round), fmt.Sprintf("nova-chose-%02d-herself", round)}
+			byKey, byLink := raceTwo(t, replicas,
+				apitest.Request{Method: http.MethodPut, Path: userURL(nova.ID, "/password"), Bearer: root.APIKey,
+					Body: map[string]any{"password": chosen[0]}},
+				apitest.Request{Method: http.MethodPost, Path: "/api/password-link",
+					Body: map[string]any{"token": l.Token, "password": chosen[1]}})
+			won := winner(t, round, [2]apitest.Response{byKey, byLink},
+				[2][]string{{"admin_password_theirs"}, {"invalid_password_link", "admin_password_theirs"}})
+			w[won]++
+			wantPassword(t, replicas[0], round, nova.ID, chosen[won])
+		}
+	})
+
+	// A person changes their own password from two sessions at once, each with the password
+	// both knew. Whichever commits first, the other's current password is no longer current
+	// (or its session ended with the change).
+	t.Run("OwnChangesFromTwoSessions", func(t *testing.T) {
+		var w wins
+		defer w.check(t, [2]string{"replica 0", "replica 1"})
+		for round := range passwordRaceRounds {
+			pat := apitest.MustPerson(t, replicas[0].Store, fmt.Sprintf("pat-%02d", round), store.RoleMember)
+			sessions := [2]*http.Cookie{replicas[0].MustLogin(t, pat.User.Username, pat.Password),
+				replicas[1].MustLogin(t, pat.User.Username, pat.Password)}
+			chosen := [2]string{fmt.Sprintf("pat-%02d-chose-first", round), fmt.Sprintf("pat-%02d-chose-second", round)}
+			change := func(i int) apitest.Request {
+				return apitest.Request{Method: http.MethodPut, Path: userURL(pat.User.ID, "/password"), Cookie: sessions[i],
+					Body: map[string]any{"password": chosen[i], "current_password": pat.Password}}
+			}
+			a, b := raceTwo(t, replicas, change(0), change(1))
+			loser := []string{"wrong_current_password", "unauthorized"}
+			won := winner(t, round, [2]apitest.Response{a, b}, [2][]string{loser, loser})
+			w[won]++
+			wantPassword(t, replicas[0], round, pat.User.ID, chosen[won])
+		}
+	})
+}
