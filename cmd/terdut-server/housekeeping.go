@@ -56,7 +56,7 @@ func housekeep(ctx context.Context, st *store.Store, ssoKeyTTL, loginWindow time
 	}
 	if res != (store.SweepResult{}) {
 		log.Info("housekeeping: swept dead rows", "sessions", res.Sessions, "api_keys", res.APIKeys,
-			"oidc_logins", res.OIDCLogins, "login_attempts", res.LoginAttempts)
+			"oidc_logins", res.OIDCLogins, "login_attempts", res.LoginAttempts, "password_links", res.PasswordLinks)
 	}
 }
 

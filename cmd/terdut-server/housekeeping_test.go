@@ -16,8 +16,9 @@ import (
 // so that the fixture can add people while the install is pending.
 const markedFixture = `WITH marked AS (SELECT set_config('terdut.gate', 'checked', true)), `
 
-// TestServe_Housekeeping: a running server sweeps dead sessions on its schedule and brings
-// the keys of single sign-on people within --sso-api-key-max-ttl, and stops doing so cleanly.
+// TestServe_Housekeeping: a running server sweeps dead sessions and an expired set-password
+// link on its schedule, brings the keys of single sign-on people within --sso-api-key-max-ttl,
+// and stops doing so cleanly.
 func TestServe_Housekeeping(t *testing.T) {
 	db := pgtest.MustEmptyDatabase(t)
 	srv := startServe(t, env{"TERDUT_DATABASE_URL": db}, "--sweep-interval", "1s", "--sso-api-key-max-ttl", "24h")
@@ -29,7 +30,8 @@ func TestServe_Housekeeping(t *testing.T) {
 				('live', now() + interval '1 hour', NULL::timestamptz),
 				('revoked', now() + interval '1 hour', now()),
 				('expired', now() - interval '1 second', NULL)) v(tag, expires, revoked)),
-		k AS (INSERT INTO api_keys (user_id, name, key_hash) SELECT pw.id, 'pw', sha256('pw'::bytea) FROM pw)
+		k AS (INSERT INTO api_keys (user_id, name, key_hash) SELECT pw.id, 'pw', sha256('pw'::bytea) FROM pw),
+		l AS (INSERT INTO password_links (user_id, token_hash, expires_at) SELECT pw.id, sha256('link'::bytea), now() - interval '1 second' FROM pw)
 		INSERT INTO api_keys (user_id, name, key_hash) SELECT sso.id, 'sso', sha256('sso'::bytea) FROM sso`)
 	// A person whose last single sign-on was 30 hours ago: the cap counts from it, not from now.
 	mustQuery(t, db, markedFixture+`u AS (INSERT INTO users (username, oidc_issuer, oidc_subject, last_sso_at)
@@ -43,13 +45,14 @@ func TestServe_Housekeeping(t *testing.T) {
 			(SELECT count(*) FROM sessions),
 			(SELECT count(*) FROM api_keys WHERE name = 'sso' AND expires_at BETWEEN now() + interval '23 hours' AND now() + interval '24 hours'),
 			(SELECT count(*) FROM api_keys WHERE name = 'pw' AND expires_at IS NULL),
-			(SELECT count(*) FROM api_keys WHERE name = 'gone' AND expires_at <= now() - interval '5 hours')`)
-		if len(got) == 1 && got[0] == "0 1 1 1 1" {
+			(SELECT count(*) FROM api_keys WHERE name = 'gone' AND expires_at <= now() - interval '5 hours'),
+			(SELECT count(*) FROM password_links)`)
+		if len(got) == 1 && got[0] == "0 1 1 1 1 0" {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("dead sessions, sessions, capped SSO keys, uncapped password keys, keys capped at an old sign-in: "+
-				"got %v, want [0 1 1 1 1] within %s; stderr:\n%s",
+			t.Fatalf("dead sessions, sessions, capped SSO keys, uncapped password keys, keys capped at an old sign-in, "+
+				"set-password links: got %v, want [0 1 1 1 1 0] within %s; stderr:\n%s",
 				got, startTimeout, srv.Stderr)
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -57,7 +60,7 @@ func TestServe_Housekeeping(t *testing.T) {
 	if err := srv.stop(); err != nil {
 		t.Fatalf("stop: %v", err)
 	}
-	mustContain(t, "stderr", srv.Stderr.String(), "housekeeping: swept dead rows", `"sessions":2`,
+	mustContain(t, "stderr", srv.Stderr.String(), "housekeeping: swept dead rows", `"sessions":2`, `"password_links":1`,
 		"housekeeping: API keys of single sign-on people now expire within --sso-api-key-max-ttl")
 	mustNotContain(t, "stderr", srv.Stderr.String(), "housekeeping: sweep failed", "capping the API keys of single sign-on people failed")
 }

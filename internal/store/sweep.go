@@ -21,10 +21,12 @@ type SweepResult struct {
 	// LoginAttempts are the password-guessing counts of usernames nobody tried within the
 	// window given to Sweep: every check they hold is older than the window.
 	LoginAttempts int64
+	PasswordLinks int64 // set-password links past their expiry
 }
 
 // Sweep deletes the rows that can never be used again: revoked and expired sessions, revoked
-// keys and keys long expired, sign-ins that were never finished, and the guessing counts of
+// keys and keys long expired, sign-ins that were never finished, expired set-password links
+// (a redemption that finds its link gone answers as for an expired one), and the guessing counts of
 // usernames nobody tried within loginWindow (the window of the password sign-in limit). Replicas may sweep at the
 // same time: each skips the rows another is deleting, so none waits and none fails.
 func (s *Store) Sweep(ctx context.Context, loginWindow time.Duration) (SweepResult, error) {
@@ -49,6 +51,11 @@ func (s *Store) Sweep(ctx context.Context, loginWindow time.Duration) (SweepResu
 		SELECT key FROM login_attempts WHERE touched_at < now() - $2::interval
 		LIMIT $1 FOR UPDATE SKIP LOCKED)`, loginWindow); err != nil {
 		return res, wrap(err, "sweep sign-in attempts")
+	}
+	if res.PasswordLinks, err = s.sweep(ctx, `DELETE FROM password_links WHERE user_id IN (
+		SELECT user_id FROM password_links WHERE expires_at <= now()
+		LIMIT $1 FOR UPDATE SKIP LOCKED)`); err != nil {
+		return res, wrap(err, "sweep set-password links")
 	}
 	return res, nil
 }

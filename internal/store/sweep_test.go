@@ -52,6 +52,17 @@ func TestSweep(t *testing.T) {
 	mustExec(t, st, `UPDATE oidc_logins SET expires_at = now() - interval '1 second'
 		WHERE state_hash IN (SELECT state_hash FROM oidc_logins LIMIT 2)`)
 
+	// Three set-password links, one of them expired.
+	var linked []store.User
+	for _, name := range []string{"lee", "lou", "lin"} {
+		u := mustUser(t, st, name, store.RoleMember)
+		if _, err := st.IssuePasswordLink(ctx, u.ID, store.Caller{}, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		linked = append(linked, u)
+	}
+	mustExec(t, st, `UPDATE password_links SET expires_at = now() - interval '1 second' WHERE user_id = $1`, linked[0].ID)
+
 	const loginWindow = 15 * time.Minute
 	for _, name := range []string{"mallory", "bob", "carol"} {
 		if _, _, _, err := st.UserForSignIn(ctx, name, store.GateOff, store.RateLimit{Max: 10, Window: loginWindow}); !errors.Is(err, store.ErrNotFound) {
@@ -67,7 +78,7 @@ func TestSweep(t *testing.T) {
 		WHERE key = (SELECT key FROM login_attempts ORDER BY key DESC LIMIT 1)`, loginWindow)
 
 	res, err := st.Sweep(ctx, loginWindow)
-	if want := (store.SweepResult{Sessions: 5, APIKeys: 2, OIDCLogins: 2, LoginAttempts: 2}); err != nil || res != want {
+	if want := (store.SweepResult{Sessions: 5, APIKeys: 2, OIDCLogins: 2, LoginAttempts: 2, PasswordLinks: 1}); err != nil || res != want {
 		t.Fatalf("got %+v, %v, want %+v", res, err, want)
 	}
 	if u, err := st.AuthenticateSession(ctx, live.Token); err != nil || u.ID != alice.ID {
@@ -88,6 +99,12 @@ func TestSweep(t *testing.T) {
 	}
 	if n := mustCount(t, st, `SELECT count(*) FROM login_attempts`); n != 1 {
 		t.Errorf("guessing counts left: got %d, want 1 (the username tried within the window)", n)
+	}
+	if n := mustCount(t, st, `SELECT count(*) FROM password_links WHERE user_id <> $1 AND expires_at > now()`, linked[0].ID); n != 2 {
+		t.Errorf("live set-password links left: got %d, want 2", n)
+	}
+	if n := mustCount(t, st, `SELECT count(*) FROM password_links`); n != 2 {
+		t.Errorf("set-password links left: got %d, want 2 (the live ones)", n)
 	}
 	if res, err := st.Sweep(ctx, loginWindow); err != nil || res != (store.SweepResult{}) {
 		t.Errorf("a second sweep: got %+v, %v, want nothing swept", res, err)
