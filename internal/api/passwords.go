@@ -112,6 +112,33 @@ func (s *server) checkCurrentPassword(r *http.Request, u store.User, password st
 	return current, nil
 }
 
+// changeAgainIfCurrent makes change once more after it found the hash its current password
+// was checked against replaced. Another change replaced it, and then the password is no
+// longer current (store.ErrPasswordChanged, answered 403 wrong_current_password); or a
+// sign-in stored the same password at another --password-hash-cost, and then it still is.
+// The check against the hash there now is no guess, so it is neither throttled nor counted:
+// the same password was found right a moment ago, and only that earlier, counted check lets
+// a request come this far.
+func (s *server) changeAgainIfCurrent(ctx context.Context, u store.User, password string, change store.PasswordChange) error {
+	now, hash, _, err := s.store.UserForSignIn(ctx, u.Username, store.GateOff, store.RateLimit{})
+	if errors.Is(err, store.ErrNotFound) || err == nil && now.ID != u.ID {
+		return store.ErrPasswordChanged
+	}
+	if err != nil {
+		return err
+	}
+	ok, err := s.checkPassword(ctx, hash, password)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return store.ErrPasswordChanged
+	}
+	change.Rule = &store.PasswordRule{Proven: hash}
+	_, err = s.store.ChangePassword(ctx, change)
+	return err
+}
+
 func (s *server) handlePasswordSet() http.Handler {
 	type request struct {
 		Password        string `json:"password"`
@@ -171,7 +198,11 @@ func (s *server) handlePasswordSet() http.Handler {
 			keep = caller.SessionToken
 		}
 		change := store.PasswordChange{UserID: id, Hash: hash, KeepSession: keep, RevokeAPIKeys: req.RevokeAPIKeys, Rule: rule}
-		if _, err := s.store.ChangePassword(r.Context(), change); err != nil {
+		_, err = s.store.ChangePassword(r.Context(), change)
+		if errors.Is(err, store.ErrPasswordChanged) && rule.Proven != "" {
+			err = s.changeAgainIfCurrent(r.Context(), target, req.CurrentPassword, change)
+		}
+		if err != nil {
 			s.writeError(w, r, err)
 			return
 		}

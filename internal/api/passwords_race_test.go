@@ -146,4 +146,44 @@ func TestPasswordSet_Races(t *testing.T) {
 			wantPassword(t, replicas[0], round, pat.User.ID, chosen[won])
 		}
 	})
+	// A person changes their own password, with an API key, while one of their sign-ins
+	// stores the same password at the server's cost (--password-hash-cost changed since it
+	// was set). The password stays the same, so the change goes through every time.
+	t.Run("OwnChangeAgainstRehashingSignIn", func(t *testing.T) {
+		signedInFirst := 0
+		for round := range passwordRaceRounds {
+			lee := apitest.MustPerson(t, replicas[0].Store, fmt.Sprintf("lee-%02d", round), store.RoleMember)
+			other, err := bcrypt.GenerateFromPassword([]byte(lee.Password), bcrypt.MinCost+1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := replicas[0].Store.SetPasswordHash(t.Context(), lee.User.ID, string(other), ""); err != nil {
+				t.Fatal(err)
+			}
+			chosen := fmt.Sprintf("lee-%02d-chose-this", round)
+			change, signIn := raceTwo(t, replicas,
+				apitest.Request{Method: http.MethodPut, Path: userURL(lee.User.ID, "/password"), Bearer: lee.APIKey,
+					Body: map[string]any{"password": chosen, "current_password": lee.Password}},
+				apitest.Request{Method: http.MethodPost, Path: "/api/auth/login",
+					Body: map[string]string{"username": lee.User.Username, "password": lee.Password}})
+			if change.Status != http.StatusNoContent {
+				t.Fatalf("round %d: the change answered %d %s, want 204: its current password stayed current", round,
+					change.Status, change.Body)
+			}
+			// The sign-in went through, and stored its hash, when it came first (its check is
+			// done long before the change has hashed the new password); else it met the new
+			// password.
+			switch signIn.Status {
+			case http.StatusOK:
+				signedInFirst++
+			case http.StatusUnauthorized:
+			default:
+				t.Fatalf("round %d: the sign-in answered %d %s, want 200 or 401", round, signIn.Status, signIn.Body)
+			}
+			wantPassword(t, replicas[0], round, lee.User.ID, chosen)
+		}
+		if signedInFirst == 0 {
+			t.Errorf("the sign-in came first in none of %d rounds: it never replaced the hash under a change", passwordRaceRounds)
+		}
+	})
 }

@@ -159,15 +159,16 @@ type PasswordChange struct {
 	Rule *PasswordRule
 }
 
-// ErrPasswordChanged means the person's password changed after the change being made was
-// decided on: the password its caller proved to know is no longer the current one.
+// ErrPasswordChanged means the person's password hash was replaced after the change being
+// made was decided on: by another change, and then the password its caller proved to know is
+// no longer current, or by a sign-in storing the same password at another cost.
 var ErrPasswordChanged = errors.New("the password changed meanwhile")
 
 // PasswordRule is what a password change through the API was decided on. The API reads the
 // person, checks its rules, then hashes the new password (a quarter of a second at the
-// default cost) before it writes: long enough for another change, a set-password link's use
-// or a promotion to commit in between. ChangePassword checks the rule again with the row
-// locked, so a change that raced another is refused as it would have been had it come second.
+// default cost) before it writes: long enough for another change or a set-password link's
+// use to commit in between. ChangePassword checks the rule again with the row locked, so a
+// change that raced another is refused as it would have been had it come second.
 type PasswordRule struct {
 	// ByOther says someone other than the person chooses it (an admin's API key): refused
 	// with ErrAdminsOwnPassword when the person is, by then, an admin who has a password.
