@@ -99,8 +99,20 @@ func (s *server) handleLogin() http.Handler {
 			return
 		}
 		// The check's outcome is written even if the client has gone meanwhile.
-		sess, err := s.store.CreatePasswordSession(context.WithoutCancel(r.Context()), u.ID, hash, attempt,
-			s.opts.SessionTTL, store.Gate(s.opts.Gate))
+		ctx := context.WithoutCancel(r.Context())
+		sess, err := s.store.CreatePasswordSession(ctx, u.ID, hash, attempt, s.opts.SessionTTL, store.Gate(s.opts.Gate))
+		if errors.Is(err, store.ErrNotFound) {
+			// The hash was replaced while the password was checked: by a change, or by another
+			// sign-in storing the same password at the configured cost. Once more against the
+			// hash there now (recheckPassword).
+			var now string
+			if now, ok, err = s.recheckPassword(ctx, u, req.Password); err == nil && ok {
+				hash = now
+				sess, err = s.store.CreatePasswordSession(ctx, u.ID, hash, attempt, s.opts.SessionTTL, store.Gate(s.opts.Gate))
+			} else if err == nil {
+				err = store.ErrNotFound
+			}
+		}
 		switch {
 		case errors.Is(err, store.ErrBootstrapPending):
 			s.refusePending(w, r, "password")

@@ -112,22 +112,33 @@ func (s *server) checkCurrentPassword(r *http.Request, u store.User, password st
 	return current, nil
 }
 
-// changeAgainIfCurrent makes change once more after it found the hash its current password
-// was checked against replaced. Another change replaced it, and then the password is no
-// longer current (store.ErrPasswordChanged, answered 403 wrong_current_password); or a
-// sign-in stored the same password at another --password-hash-cost, and then it still is.
-// The check against the hash there now is no guess, so it is neither throttled nor counted:
-// the same password was found right a moment ago, and only that earlier, counted check lets
-// a request come this far.
-func (s *server) changeAgainIfCurrent(ctx context.Context, u store.User, password string, change store.PasswordChange) error {
+// recheckPassword is for a write that found the password hash it was decided on replaced
+// (store.ErrPasswordChanged, or a sign-in's ErrNotFound): it returns u's hash as it is now and
+// whether password matches it. Another change replaced it, and then the password is no longer
+// current; or a sign-in stored the same password at another --password-hash-cost, and then it
+// still is. This check is neither throttled nor counted: a request gets here only through a
+// counted check that found the same password right against the earlier hash a moment ago, so
+// it is no guess, and a password the new hash refuses grants nothing. A person who cannot
+// have a password has none here either.
+func (s *server) recheckPassword(ctx context.Context, u store.User, password string) (string, bool, error) {
 	now, hash, _, err := s.store.UserForSignIn(ctx, u.Username, store.GateOff, store.RateLimit{})
-	if errors.Is(err, store.ErrNotFound) || err == nil && now.ID != u.ID {
-		return store.ErrPasswordChanged
-	}
-	if err != nil {
-		return err
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return "", false, nil
+	case err != nil:
+		return "", false, err
+	case now.ID != u.ID || now.Kind == store.KindService || now.SSO() || hash == "":
+		return "", false, nil
 	}
 	ok, err := s.checkPassword(ctx, hash, password)
+	return hash, ok && err == nil, err
+}
+
+// changeAgainIfCurrent makes change once more, decided on the hash there now, when password
+// is still current after the change found the hash it was decided on replaced (see
+// recheckPassword); else it returns store.ErrPasswordChanged (403 wrong_current_password).
+func (s *server) changeAgainIfCurrent(ctx context.Context, u store.User, password string, change store.PasswordChange) error {
+	hash, ok, err := s.recheckPassword(ctx, u, password)
 	if err != nil {
 		return err
 	}

@@ -187,3 +187,47 @@ func TestPasswordSet_Races(t *testing.T) {
 		}
 	})
 }
+
+// TestSignIn_RacesRehash: sign-ins of one person at once, on two replicas, after
+// --password-hash-cost changed: the first to finish stores the same password at the new
+// cost, a new hash, while the others have checked theirs against the old one. Every one of
+// them signs in.
+func TestSignIn_RacesRehash(t *testing.T) {
+	replicas := newReplicas(t, pgtest.MustDatabase(t), 2, oidctest.NewProvider(t), nil)
+	replicas[0].MustClaim(t)
+	const signIns = 6
+	for round := range passwordRaceRounds {
+		kim := apitest.MustPerson(t, replicas[0].Store, fmt.Sprintf("kim-%02d", round), store.RoleMember)
+		other, err := bcrypt.GenerateFromPassword([]byte(kim.Password), bcrypt.MinCost+1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := replicas[0].Store.SetPasswordHash(t.Context(), kim.User.ID, string(other), ""); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		statuses := make([]int, signIns)
+		start := make(chan struct{})
+		for i := range signIns {
+			wg.Go(func() {
+				<-start
+				resp, err := replicas[i%2].Do(apitest.Request{Method: http.MethodPost, Path: "/api/auth/login",
+					Body: map[string]string{"username": kim.User.Username, "password": kim.Password}})
+				if err != nil {
+					t.Errorf("round %d, sign-in %d: %v", round, i, err)
+					return
+				}
+				statuses[i] = resp.Status
+			})
+		}
+		close(start)
+		wg.Wait()
+		for i, status := range statuses {
+			if status != http.StatusOK {
+				t.Fatalf("round %d: sign-in %d answered %d, want 200 from all %d: the password stayed the same", round, i,
+					status, signIns)
+			}
+		}
+		wantPassword(t, replicas[0], round, kim.User.ID, kim.Password)
+	}
+}
