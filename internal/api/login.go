@@ -111,6 +111,8 @@ func (s *server) handleLogin() http.Handler {
 				sess, err = s.store.CreatePasswordSession(ctx, u.ID, hash, attempt, s.opts.SessionTTL, store.Gate(s.opts.Gate))
 			} else if err == nil {
 				err = store.ErrNotFound
+			} else if errors.Is(err, errOverloaded) {
+				s.metrics.signinRefused.WithLabelValues("password", "overloaded").Inc()
 			}
 		}
 		switch {

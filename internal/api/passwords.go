@@ -118,16 +118,18 @@ func (s *server) checkCurrentPassword(r *http.Request, u store.User, password st
 // current; or a sign-in stored the same password at another --password-hash-cost, and then it
 // still is. This check is neither throttled nor counted: a request gets here only through a
 // counted check that found the same password right against the earlier hash a moment ago, so
-// it is no guess, and a password the new hash refuses grants nothing. A person who cannot
-// have a password has none here either.
+// it is no guess, and a password the new hash refuses grants nothing. It reads the hash
+// with store.PasswordHash, which reserves and sweeps nothing of the guessing limit's. It is
+// checked once: a hash replaced again meanwhile answers as a changed password would. A person
+// who cannot have a password has none here either.
 func (s *server) recheckPassword(ctx context.Context, u store.User, password string) (string, bool, error) {
-	now, hash, _, err := s.store.UserForSignIn(ctx, u.Username, store.GateOff, store.RateLimit{})
+	hash, err := s.store.PasswordHash(ctx, u.ID)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return "", false, nil
 	case err != nil:
 		return "", false, err
-	case now.ID != u.ID || now.Kind == store.KindService || now.SSO() || hash == "":
+	case hash == "":
 		return "", false, nil
 	}
 	ok, err := s.checkPassword(ctx, hash, password)

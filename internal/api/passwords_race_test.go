@@ -195,6 +195,8 @@ func TestPasswordSet_Races(t *testing.T) {
 func TestSignIn_RacesRehash(t *testing.T) {
 	replicas := newReplicas(t, pgtest.MustDatabase(t), 2, oidctest.NewProvider(t), nil)
 	replicas[0].MustClaim(t)
+	// Someone's failed guess, which every re-check must leave counted.
+	wantStatus(t, login(t, replicas[0], "not-kim", "a-wrong-guess", nil), http.StatusUnauthorized)
 	const signIns = 6
 	for round := range passwordRaceRounds {
 		kim := apitest.MustPerson(t, replicas[0].Store, fmt.Sprintf("kim-%02d", round), store.RoleMember)
@@ -229,5 +231,8 @@ func TestSignIn_RacesRehash(t *testing.T) {
 			}
 		}
 		wantPassword(t, replicas[0], round, kim.User.ID, kim.Password)
+	}
+	if n := count(t, replicas[0], `SELECT count(*) FROM login_attempts WHERE cardinality(attempts) = 1`); n != 1 {
+		t.Errorf("usernames with a failed guess counted after the rounds: got %d, want 1 (not-kim's)", n)
 	}
 }

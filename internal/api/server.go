@@ -34,6 +34,7 @@ type Store interface {
 	ReleaseAttempt(ctx context.Context, a store.Attempt) error
 	FailedAttempt(ctx context.Context, a store.Attempt) error
 	ChangePassword(ctx context.Context, c store.PasswordChange) (int64, error)
+	PasswordHash(ctx context.Context, userID int64) (string, error)
 	RehashPassword(ctx context.Context, id int64, oldHash, newHash string) error
 	IssuePasswordLink(ctx context.Context, userID int64, by store.Caller, ttl time.Duration) (store.PasswordLink, error)
 	PasswordLinkLive(ctx context.Context, token string) error

@@ -48,9 +48,12 @@ const reserveAttempt = `
 
 // sweepAttempts deletes a few rows of usernames nobody tried within the window $2 (other than
 // $1's, which the same statement reserves), skipping rows others hold: each reservation
-// sweeps a little, so the table holds about the usernames tried within one window.
+// sweeps a little, so the table holds about the usernames tried within one window. Only a
+// statement with a limit ($3) over a window sweeps: without one, "nobody tried within the
+// window" would be every other username, their live counts included.
 const sweepAttempts = `DELETE FROM login_attempts WHERE key IN (
-		SELECT key FROM login_attempts WHERE touched_at < now() - $2::interval AND key <> $1
+		SELECT key FROM login_attempts WHERE $3 > 0 AND $2::interval > '0'::interval
+			AND touched_at < now() - $2::interval AND key <> $1
 		LIMIT 8 FOR UPDATE SKIP LOCKED)`
 
 // releaseAttempt removes one reserved time (parameter %[2]s) from a key's (%[1]s) running checks.

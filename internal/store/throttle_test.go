@@ -94,6 +94,30 @@ func TestAttempts(t *testing.T) {
 		}
 	})
 
+	// A lookup without a limit (as the tests and nothing in production make) reserves nothing
+	// and deletes no other username's count: "untouched within a zero window" would be all of them.
+	t.Run("NoLimitSweepsNothing", func(t *testing.T) {
+		st := mustStore(t)
+		mustClaim(t, st)
+		mustUser(t, st, "alice", store.RoleMember)
+		for _, name := range []string{"bob", "carol"} {
+			_, _, a, err := st.UserForSignIn(ctx, name, store.GateOn, limit)
+			if !errors.Is(err, store.ErrNotFound) {
+				t.Fatalf("%s: got %v, want %v", name, err, store.ErrNotFound)
+			}
+			if err := st.FailedAttempt(ctx, a); err != nil {
+				t.Fatal(err)
+			}
+		}
+		mustExec(t, st, `UPDATE login_attempts SET touched_at = now() - interval '1 second'`)
+		if _, _, _, err := st.UserForSignIn(ctx, "alice", store.GateOff, store.RateLimit{}); err != nil {
+			t.Fatal(err)
+		}
+		if n := mustCount(t, st, `SELECT count(*) FROM login_attempts WHERE cardinality(attempts) = 1`); n != 2 {
+			t.Fatalf("failed guesses counted after a lookup without a limit: got %d usernames, want 2", n)
+		}
+	})
+
 	t.Run("PasswordSessionNeedsTheCheckedHash", func(t *testing.T) {
 		st := mustStore(t)
 		mustClaim(t, st)

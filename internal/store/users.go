@@ -248,6 +248,19 @@ func changePassword(ctx context.Context, tx pgx.Tx, c PasswordChange) (revokedKe
 	return revokedKeys, err
 }
 
+// PasswordHash returns the user's password hash as it is now, and reserves nothing and
+// deletes nothing (UserForSignIn does both): "" when they have none, or are a machine user
+// or a single sign-on person, who never have one; ErrNotFound when the user does not exist.
+func (s *Store) PasswordHash(ctx context.Context, userID int64) (string, error) {
+	var hash string
+	err := s.pool.QueryRow(ctx, `SELECT CASE WHEN kind = 'service' OR oidc_issuer IS NOT NULL THEN '' ELSE coalesce(password_hash, '') END
+		FROM users WHERE id = $1`, userID).Scan(&hash)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", ErrNotFound
+	}
+	return hash, wrap(err, "read password hash")
+}
+
 // RehashPassword replaces the user's password hash with newHash, the same password hashed at
 // another cost, if the stored hash is still oldHash; sessions are kept, as the password is
 // the same. It returns ErrNotFound when the hash changed meanwhile (or the user is gone).

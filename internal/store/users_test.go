@@ -208,6 +208,39 @@ func TestUsers_PasswordRule(t *testing.T) {
 	})
 }
 
+// TestUsers_PasswordHash: the hash as stored, "" for a person without one and for a machine
+// user, who never has one; and it touches nothing of the guessing limit's.
+func TestUsers_PasswordHash(t *testing.T) {
+	ctx := context.Background()
+	st := mustStore(t)
+	principal := mustClaim(t, st).Principal
+	pat := mustUser(t, st, "pat", store.RoleMember)
+	lee := mustUser(t, st, "lee", store.RoleMember)
+	if err := st.SetPasswordHash(ctx, pat.ID, "hash-of-pat", ""); err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, st, `UPDATE users SET password_hash = 'planted' WHERE id = $1`, principal.ID)
+	_, _, a, err := st.UserForSignIn(ctx, "bob", store.GateOn, store.RateLimit{Max: 5, Window: time.Hour})
+	if !errors.Is(err, store.ErrNotFound) {
+		t.Fatal(err)
+	}
+	if err := st.FailedAttempt(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		id   int64
+		want string
+		err  error
+	}{{pat.ID, "hash-of-pat", nil}, {lee.ID, "", nil}, {principal.ID, "", nil}, {424242, "", store.ErrNotFound}} {
+		if got, err := st.PasswordHash(ctx, tc.id); got != tc.want || !errors.Is(err, tc.err) {
+			t.Errorf("user %d: got %q, %v, want %q, %v", tc.id, got, err, tc.want, tc.err)
+		}
+	}
+	if n := mustCount(t, st, `SELECT count(*) FROM login_attempts WHERE cardinality(attempts) = 1 AND cardinality(pending) = 0`); n != 1 {
+		t.Errorf("bob's failed guess after the reads: got %d rows, want 1 unchanged", n)
+	}
+}
+
 func TestUsers_Delete(t *testing.T) {
 	ctx := context.Background()
 
