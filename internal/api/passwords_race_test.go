@@ -88,6 +88,21 @@ func wantPassword(t *testing.T, srv *apitest.Server, round int, userID int64, wa
 	}
 }
 
+// mustPersonAtAnotherCost makes a member whose password is stored at a bcrypt cost other
+// than the server's, as after --password-hash-cost changed: their next sign-in stores it again.
+func mustPersonAtAnotherCost(t *testing.T, srv *apitest.Server, username string) apitest.Person {
+	t.Helper()
+	p := apitest.MustPerson(t, srv.Store, username, store.RoleMember)
+	other, err := bcrypt.GenerateFromPassword([]byte(p.Password), bcrypt.MinCost+1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Store.SetPasswordHash(t.Context(), p.User.ID, string(other), ""); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 // TestPasswordSet_Races: PUT /api/users/{id}/password decides on a read of the person (their
 // role, whether they have a password, the hash the caller proved to know), then hashes the new
 // password, then writes it. What it decided on is checked again on the person's row, locked,
@@ -152,14 +167,7 @@ func TestPasswordSet_Races(t *testing.T) {
 	t.Run("OwnChangeAgainstRehashingSignIn", func(t *testing.T) {
 		signedInFirst := 0
 		for round := range passwordRaceRounds {
-			lee := apitest.MustPerson(t, replicas[0].Store, fmt.Sprintf("lee-%02d", round), store.RoleMember)
-			other, err := bcrypt.GenerateFromPassword([]byte(lee.Password), bcrypt.MinCost+1)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := replicas[0].Store.SetPasswordHash(t.Context(), lee.User.ID, string(other), ""); err != nil {
-				t.Fatal(err)
-			}
+			lee := mustPersonAtAnotherCost(t, replicas[0], fmt.Sprintf("lee-%02d", round))
 			chosen := fmt.Sprintf("lee-%02d-chose-this", round)
 			change, signIn := raceTwo(t, replicas,
 				apitest.Request{Method: http.MethodPut, Path: userURL(lee.User.ID, "/password"), Bearer: lee.APIKey,
@@ -199,14 +207,7 @@ func TestSignIn_RacesRehash(t *testing.T) {
 	wantStatus(t, login(t, replicas[0], "not-kim", "a-wrong-guess", nil), http.StatusUnauthorized)
 	const signIns = 6
 	for round := range passwordRaceRounds {
-		kim := apitest.MustPerson(t, replicas[0].Store, fmt.Sprintf("kim-%02d", round), store.RoleMember)
-		other, err := bcrypt.GenerateFromPassword([]byte(kim.Password), bcrypt.MinCost+1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := replicas[0].Store.SetPasswordHash(t.Context(), kim.User.ID, string(other), ""); err != nil {
-			t.Fatal(err)
-		}
+		kim := mustPersonAtAnotherCost(t, replicas[0], fmt.Sprintf("kim-%02d", round))
 		var wg sync.WaitGroup
 		statuses := make([]int, signIns)
 		start := make(chan struct{})
