@@ -115,8 +115,8 @@ func (s *server) classify(err error) *apiError {
 	case errors.Is(err, store.ErrAdminsOwnPassword):
 		return errAdminsOwnPassword
 	case errors.Is(err, store.ErrPasswordChanged):
-		// Their current password stopped being current while the change was made: the answer
-		// it would have had a moment later.
+		// Their current password stopped being current while the change was made (checked
+		// once more: recheckPassword): the answer a change made after that one gets.
 		return errWrongCurrentPassword
 	case errors.Is(err, store.ErrNoPassword):
 		return &apiError{Status: http.StatusForbidden, Code: "no_password",

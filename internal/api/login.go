@@ -102,18 +102,7 @@ func (s *server) handleLogin() http.Handler {
 		ctx := context.WithoutCancel(r.Context())
 		sess, err := s.store.CreatePasswordSession(ctx, u.ID, hash, attempt, s.opts.SessionTTL, store.Gate(s.opts.Gate))
 		if errors.Is(err, store.ErrNotFound) {
-			// The hash was replaced while the password was checked: by a change, or by another
-			// sign-in storing the same password at the configured cost. Once more against the
-			// hash there now (recheckPassword).
-			var now string
-			if now, ok, err = s.recheckPassword(ctx, u, req.Password); err == nil && ok {
-				hash = now
-				sess, err = s.store.CreatePasswordSession(ctx, u.ID, hash, attempt, s.opts.SessionTTL, store.Gate(s.opts.Gate))
-			} else if err == nil {
-				err = store.ErrNotFound
-			} else if errors.Is(err, errOverloaded) {
-				s.metrics.signinRefused.WithLabelValues("password", "overloaded").Inc()
-			}
+			sess, hash, err = s.sessionAgainIfCurrent(ctx, u.ID, req.Password, attempt)
 		}
 		switch {
 		case errors.Is(err, store.ErrBootstrapPending):
@@ -129,6 +118,9 @@ func (s *server) handleLogin() http.Handler {
 			// The password was right, so its check is no guess: give it back if the database
 			// lets us; if not (a failover), its lease ends by itself.
 			s.releaseUnchecked(r.Context(), attempt)
+			if errors.Is(err, errOverloaded) { // the re-check found no bcrypt slot
+				s.metrics.signinRefused.WithLabelValues("password", "overloaded").Inc()
+			}
 			fail(err)
 			return
 		}

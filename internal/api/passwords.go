@@ -113,17 +113,17 @@ func (s *server) checkCurrentPassword(r *http.Request, u store.User, password st
 }
 
 // recheckPassword is for a write that found the password hash it was decided on replaced
-// (store.ErrPasswordChanged, or a sign-in's ErrNotFound): it returns u's hash as it is now and
-// whether password matches it. Another change replaced it, and then the password is no longer
-// current; or a sign-in stored the same password at another --password-hash-cost, and then it
-// still is. This check is neither throttled nor counted: a request gets here only through a
-// counted check that found the same password right against the earlier hash a moment ago, so
-// it is no guess, and a password the new hash refuses grants nothing. It reads the hash
-// with store.PasswordHash, which reserves and sweeps nothing of the guessing limit's. It is
-// checked once: a hash replaced again meanwhile answers as a changed password would. A person
-// who cannot have a password has none here either.
-func (s *server) recheckPassword(ctx context.Context, u store.User, password string) (string, bool, error) {
-	hash, err := s.store.PasswordHash(ctx, u.ID)
+// (store.ErrPasswordChanged, or a sign-in's ErrNotFound): it returns the user's hash as it is
+// now and whether password matches it. Another change replaced it, and then the password is
+// no longer current; or a sign-in stored the same password at another --password-hash-cost,
+// and then it still is. This check is neither throttled nor counted: a request gets here only
+// through a counted check that found the same password right against the earlier hash a
+// moment ago, so it is no guess, and a password the new hash refuses grants nothing. It reads
+// the hash with store.PasswordHash, which reserves and sweeps nothing of the guessing limit's.
+// It is checked once: a hash replaced again meanwhile answers as a changed password would. A
+// person who cannot have a password has none here either.
+func (s *server) recheckPassword(ctx context.Context, userID int64, password string) (string, bool, error) {
+	hash, err := s.store.PasswordHash(ctx, userID)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return "", false, nil
@@ -133,14 +133,14 @@ func (s *server) recheckPassword(ctx context.Context, u store.User, password str
 		return "", false, nil
 	}
 	ok, err := s.checkPassword(ctx, hash, password)
-	return hash, ok && err == nil, err
+	return hash, ok, err
 }
 
 // changeAgainIfCurrent makes change once more, decided on the hash there now, when password
 // is still current after the change found the hash it was decided on replaced (see
 // recheckPassword); else it returns store.ErrPasswordChanged (403 wrong_current_password).
-func (s *server) changeAgainIfCurrent(ctx context.Context, u store.User, password string, change store.PasswordChange) error {
-	hash, ok, err := s.recheckPassword(ctx, u, password)
+func (s *server) changeAgainIfCurrent(ctx context.Context, password string, change store.PasswordChange) error {
+	hash, ok, err := s.recheckPassword(ctx, change.UserID, password)
 	if err != nil {
 		return err
 	}
@@ -150,6 +150,22 @@ func (s *server) changeAgainIfCurrent(ctx context.Context, u store.User, passwor
 	change.Rule = &store.PasswordRule{Proven: hash}
 	_, err = s.store.ChangePassword(ctx, change)
 	return err
+}
+
+// sessionAgainIfCurrent is the sign-in's changeAgainIfCurrent: it creates the session once
+// more, against the hash there now, when password is still current after the first try found
+// the hash it checked replaced; else store.ErrNotFound (401 invalid_credentials). It returns
+// the hash the session was made against.
+func (s *server) sessionAgainIfCurrent(ctx context.Context, userID int64, password string, a store.Attempt) (store.Session, string, error) {
+	hash, ok, err := s.recheckPassword(ctx, userID, password)
+	if err != nil {
+		return store.Session{}, "", err
+	}
+	if !ok {
+		return store.Session{}, "", store.ErrNotFound
+	}
+	sess, err := s.store.CreatePasswordSession(ctx, userID, hash, a, s.opts.SessionTTL, store.Gate(s.opts.Gate))
+	return sess, hash, err
 }
 
 func (s *server) handlePasswordSet() http.Handler {
@@ -207,13 +223,13 @@ func (s *server) handlePasswordSet() http.Handler {
 			return
 		}
 		keep := ""
-		if caller.User.ID == id {
+		if !rule.ByOther {
 			keep = caller.SessionToken
 		}
 		change := store.PasswordChange{UserID: id, Hash: hash, KeepSession: keep, RevokeAPIKeys: req.RevokeAPIKeys, Rule: rule}
 		_, err = s.store.ChangePassword(r.Context(), change)
 		if errors.Is(err, store.ErrPasswordChanged) && rule.Proven != "" {
-			err = s.changeAgainIfCurrent(r.Context(), target, req.CurrentPassword, change)
+			err = s.changeAgainIfCurrent(r.Context(), req.CurrentPassword, change)
 		}
 		if err != nil {
 			s.writeError(w, r, err)

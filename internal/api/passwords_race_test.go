@@ -14,10 +14,11 @@ import (
 	"github.com/terdut-server/terdut-server/internal/store"
 )
 
-// passwordRaceRounds is how many times each race of TestPasswordSet_Races is run. Before the
-// rules were checked again on the locked row, both changes of a round went through within
-// the first few rounds; one round in which both do fails the test. Each side won in about a
-// third of the rounds or more, so a race that one side always wins (no race at all) fails it too.
+// passwordRaceRounds is how many times each race below is run. Before the rules were checked
+// again on the locked row, both changes of a round went through within the first few rounds;
+// one round in which both do fails the test. In the races that count wins, each side won in
+// about a third of the rounds or more, so a race one side always wins (no race at all) fails
+// it too.
 const passwordRaceRounds = 25
 
 // wins counts the rounds each side of a race won, and fails the test unless both won some
@@ -161,6 +162,7 @@ func TestPasswordSet_Races(t *testing.T) {
 			wantPassword(t, replicas[0], round, pat.User.ID, chosen[won])
 		}
 	})
+
 	// A person changes their own password, with an API key, while one of their sign-ins
 	// stores the same password at the server's cost (--password-hash-cost changed since it
 	// was set). The password stays the same, so the change goes through every time.

@@ -94,7 +94,7 @@ func TestAttempts(t *testing.T) {
 		}
 	})
 
-	// A lookup without a limit (as the tests and nothing in production make) reserves nothing
+	// A lookup without a limit (tests make them; the server always has one) reserves nothing
 	// and deletes no other username's count: "untouched within a zero window" would be all of them.
 	t.Run("NoLimitSweepsNothing", func(t *testing.T) {
 		st := mustStore(t)
