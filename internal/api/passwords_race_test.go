@@ -27,6 +27,7 @@ type wins [2]int
 
 func (w *wins) check(t *testing.T, sides [2]string) {
 	t.Helper()
+	t.Logf("rounds won: %s %d, %s %d", sides[0], w[0], sides[1], w[1])
 	if !t.Failed() && (w[0] == 0 || w[1] == 0) {
 		t.Errorf("rounds won: %s %d, %s %d; want both sides to win some, or the two did not race", sides[0], w[0], sides[1], w[1])
 	}
@@ -104,6 +105,23 @@ func mustPersonAtAnotherCost(t *testing.T, srv *apitest.Server, username string)
 	return p
 }
 
+// mustPersonWithoutPassword makes a person who has no password yet, and an API key of theirs,
+// used once: a key's first use also records it, a write that would hold its first request
+// back in a race.
+func mustPersonWithoutPassword(t *testing.T, srv *apitest.Server, username string, role store.Role) (store.User, string) {
+	t.Helper()
+	u, err := srv.Store.CreateUser(t.Context(), store.NewUser{Username: username, Email: username + "@example.test", Role: role})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, key, err := srv.Store.CreateAPIKey(t.Context(), u.ID, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantStatus(t, srv.MustDo(t, apitest.Request{Method: http.MethodGet, Path: "/api/me", Bearer: key}), http.StatusOK)
+	return u, key
+}
+
 // TestPasswordSet_Races: PUT /api/users/{id}/password decides on a read of the person (their
 // role, whether they have a password, the hash the caller proved to know), then hashes the new
 // password, then writes it. What it decided on is checked again on the person's row, locked,
@@ -160,6 +178,50 @@ func TestPasswordSet_Races(t *testing.T) {
 			won := winner(t, round, [2]apitest.Response{a, b}, [2][]string{loser, loser})
 			w[won]++
 			wantPassword(t, replicas[0], round, pat.User.ID, chosen[won])
+		}
+	})
+
+	// An admin with no password yet chooses her first one, with her own API key (no current
+	// password to send), while another admin's key chooses one for her. Whichever commits
+	// first, the other finds an admin with a password: hers to change, and for her own change
+	// a password she never proved to know.
+	t.Run("OwnFirstPasswordAgainstKey", func(t *testing.T) {
+		var w wins
+		defer w.check(t, [2]string{"her key", "root's key"})
+		for round := range passwordRaceRounds {
+			ivy, key := mustPersonWithoutPassword(t, replicas[0], fmt.Sprintf("ivy-%02d", round), store.RoleAdmin)
+			chosen := [2]string{fmt.Sprintf("ivy-chose-%02d-herself", round), fmt.Sprintf("root-chose-%02d-for-ivy", round)}
+			own, byRoot := raceTwo(t, replicas,
+				apitest.Request{Method: http.MethodPut, Path: userURL(ivy.ID, "/password"), Bearer: key,
+					Body: map[string]any{"password": chosen[0]}},
+				apitest.Request{Method: http.MethodPut, Path: userURL(ivy.ID, "/password"), Bearer: root.APIKey,
+					Body: map[string]any{"password": chosen[1]}})
+			won := winner(t, round, [2]apitest.Response{own, byRoot},
+				[2][]string{{"wrong_current_password"}, {"admin_password_theirs"}})
+			w[won]++
+			wantPassword(t, replicas[0], round, ivy.ID, chosen[won])
+		}
+	})
+
+	// A member with no password yet chooses their first one with their own API key while
+	// their set-password link is used. Whichever commits first, the other finds a password
+	// there: one the member never proved to know, or no link left (the change deletes it).
+	t.Run("OwnFirstPasswordAgainstLink", func(t *testing.T) {
+		var w wins
+		defer w.check(t, [2]string{"their key", "the link"})
+		for round := range passwordRaceRounds {
+			mo, key := mustPersonWithoutPassword(t, replicas[0], fmt.Sprintf("mo-%02d", round), store.RoleMember)
+			l := mustPasswordLink(t, replicas[0], mo.ID, root.APIKey)
+			chosen := [2]string{fmt.Sprintf("mo-%02d-chose-by-key", round), fmt.Sprintf("mo-%02d-chose-by-link", round)}
+			own, byLink := raceTwo(t, replicas,
+				apitest.Request{Method: http.MethodPut, Path: userURL(mo.ID, "/password"), Bearer: key,
+					Body: map[string]any{"password": chosen[0]}},
+				apitest.Request{Method: http.MethodPost, Path: "/api/password-link",
+					Body: map[string]any{"token": l.Token, "password": chosen[1]}})
+			won := winner(t, round, [2]apitest.Response{own, byLink},
+				[2][]string{{"wrong_current_password"}, {"invalid_password_link"}})
+			w[won]++
+			wantPassword(t, replicas[0], round, mo.ID, chosen[won])
 		}
 	})
 
