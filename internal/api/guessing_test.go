@@ -3,6 +3,7 @@ package api_test
 import (
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
@@ -304,5 +305,54 @@ func TestLogin_Rehash(t *testing.T) {
 	lowered.MustLogin(t, "alice", alice.Password)
 	if cost, _ := storedCost(); cost != bcrypt.MinCost {
 		t.Fatalf("stored cost after a sign-in at cost %d: got %d, want %d", bcrypt.MinCost, cost, bcrypt.MinCost)
+	}
+}
+
+// TestLogin_PasswordReplacedDuringCheck: a sign-in whose password is replaced after its check
+// found it right. Replaced by another password, it answers 401 and gives its reserved check
+// back: the password was right when checked, so it is no failed guess, and it must not hold a
+// place under the guessing limit until its lease ends. Replaced by the same password at
+// another cost, it signs in. Either way the person's guessing count is left as it was.
+func TestLogin_PasswordReplacedDuringCheck(t *testing.T) {
+	srv := apitest.NewServer(t, pgtest.MustDatabase(t), func(o *api.Options) {
+		o.LoginLimit = store.RateLimit{Max: 5, Window: time.Minute}
+	})
+	srv.MustClaim(t)
+	for _, tc := range []struct {
+		name     string
+		other    bool // replaced by another password, not the same one
+		status   int
+		signedIn bool
+	}{
+		{"ByAnotherPassword", true, http.StatusUnauthorized, false},
+		{"BySamePasswordAtAnotherCost", false, http.StatusOK, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := apitest.MustPerson(t, srv.Store, strings.ToLower(tc.name), store.RoleMember)
+			meanwhile := p.Password
+			if tc.other {
+				meanwhile = "another-password-of-" + p.User.Username
+			}
+			rec := serveWithReplacedPassword(t, srv, meanwhile, httptest.NewRequest(http.MethodPost, "/api/auth/login",
+				strings.NewReader(fmt.Sprintf(`{"username":%q,"password":%q}`, p.User.Username, p.Password))))
+			if rec.Code != tc.status {
+				t.Fatalf("the sign-in: got %d %s, want %d", rec.Code, rec.Body, tc.status)
+			}
+			if tc.status == http.StatusUnauthorized && !strings.Contains(rec.Body.String(), `"invalid_credentials"`) {
+				t.Fatalf("the sign-in: got %s, want invalid_credentials", rec.Body)
+			}
+			// The store keys the count by a SHA-256 of the lower-cased name.
+			const attempts = `SELECT count(*) FROM login_attempts WHERE key = sha256(convert_to(lower($1), 'UTF8'))`
+			if got := count(t, srv, attempts, p.User.Username); got != 1 {
+				t.Fatalf("%s's guessing count: %d rows, want the one its check was reserved in", p.User.Username, got)
+			}
+			if got := count(t, srv, attempts+` AND (cardinality(attempts) > 0 OR cardinality(pending) > 0)`,
+				p.User.Username); got != 0 {
+				t.Errorf("%s's guessing count after the sign-in: failed guesses or reserved checks left, want none", p.User.Username)
+			}
+			if got := count(t, srv, `SELECT count(*) FROM sessions WHERE user_id = $1`, p.User.ID); (got == 1) != tc.signedIn {
+				t.Errorf("%s's sessions after the sign-in: %d, want signed in: %v", p.User.Username, got, tc.signedIn)
+			}
+		})
 	}
 }

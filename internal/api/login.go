@@ -109,7 +109,10 @@ func (s *server) handleLogin() http.Handler {
 			s.refusePending(w, r, "password")
 			return
 		case errors.Is(err, store.ErrNotFound):
-			// The password changed (or the user went) while it was being checked.
+			// The password changed (or the user went) while it was being checked. It was
+			// right when checked, so its check is no failed guess: give it back, or it would
+			// hold a place under the limit until its lease ends.
+			s.releaseUnchecked(r.Context(), attempt)
 			s.metrics.signinRefused.WithLabelValues("password", "invalid_credentials").Inc()
 			s.event(r, "login.password.failed", outcomeFailed, s.nameTags.signInName(u, name))
 			fail(errBadCredentials)

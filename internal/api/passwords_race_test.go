@@ -1,13 +1,19 @@
 package api_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/terdut-server/terdut-server/internal/api"
 	"github.com/terdut-server/terdut-server/internal/apitest"
 	"github.com/terdut-server/terdut-server/internal/oidctest"
 	"github.com/terdut-server/terdut-server/internal/pgtest"
@@ -120,6 +126,87 @@ func mustPersonWithoutPassword(t *testing.T, srv *apitest.Server, username strin
 	}
 	wantStatus(t, srv.MustDo(t, apitest.Request{Method: http.MethodGet, Path: "/api/me", Bearer: key}), http.StatusOK)
 	return u, key
+}
+
+// replacingStore is the real store, except that the first CreatePasswordSession or
+// ChangePassword first stores hash as the person's password: a change, or a sign-in elsewhere
+// storing the same password at another cost, that commits between a request's check of the
+// password and its write.
+type replacingStore struct {
+	*store.Store
+	hash string
+	done atomic.Bool
+}
+
+func (s *replacingStore) replaceOnce(ctx context.Context, userID int64) error {
+	if s.done.Swap(true) {
+		return nil
+	}
+	return s.Store.SetPasswordHash(ctx, userID, s.hash, "")
+}
+
+func (s *replacingStore) CreatePasswordSession(ctx context.Context, userID int64, checkedHash string, a store.Attempt,
+	ttl time.Duration, gate store.Gate) (store.Session, error) {
+	if err := s.replaceOnce(ctx, userID); err != nil {
+		return store.Session{}, err
+	}
+	return s.Store.CreatePasswordSession(ctx, userID, checkedHash, a, ttl, gate)
+}
+
+func (s *replacingStore) ChangePassword(ctx context.Context, c store.PasswordChange) (int64, error) {
+	if err := s.replaceOnce(ctx, c.UserID); err != nil {
+		return 0, err
+	}
+	return s.Store.ChangePassword(ctx, c)
+}
+
+// serveWithReplacedPassword serves req on srv's database and options through a
+// replacingStore that stores password, hashed at a bcrypt cost other than the server's.
+func serveWithReplacedPassword(t *testing.T, srv *apitest.Server, password string, req *http.Request) *httptest.ResponseRecorder {
+	t.Helper()
+	hash, err := bcrypt.GenerateFromPassword([]byte(password), bcrypt.MinCost+1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	api.NewServer(&replacingStore{Store: srv.Store, hash: string(hash)}, srv.Options).ServeHTTP(rec, req)
+	return rec
+}
+
+// TestPasswordSet_PasswordReplacedDuringChange: a person's own change whose current password
+// is replaced after it was checked. Replaced by another password, the change is refused as a
+// wrong current password would be, and the other password stays; replaced by the same password
+// at another cost, it goes through. One at a time and in order, where TestPasswordSet_Races
+// leaves the order to chance.
+func TestPasswordSet_PasswordReplacedDuringChange(t *testing.T) {
+	srv := apitest.NewServer(t, pgtest.MustDatabase(t), nil)
+	srv.MustClaim(t)
+	for _, tc := range []struct {
+		name   string
+		other  bool // replaced by another password, not the same one
+		status int
+	}{
+		{"ByAnotherPassword", true, http.StatusForbidden},
+		{"BySamePasswordAtAnotherCost", false, http.StatusNoContent},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := apitest.MustPerson(t, srv.Store, strings.ToLower(tc.name), store.RoleMember)
+			chosen, meanwhile := "the-new-password-of-"+p.User.Username, p.Password
+			stays := chosen
+			if tc.other {
+				meanwhile = "another-password-of-" + p.User.Username
+				stays = meanwhile
+			}
+			req := httptest.NewRequest(http.MethodPut, userURL(p.User.ID, "/password"), strings.NewReader(
+				fmt.Sprintf(`{"password":%q,"current_password":%q}`, chosen, p.Password)))
+			req.Header.Set("Authorization", "Bearer "+p.APIKey)
+			rec := serveWithReplacedPassword(t, srv, meanwhile, req)
+			if rec.Code != tc.status || tc.other && !strings.Contains(rec.Body.String(), `"wrong_current_password"`) {
+				t.Fatalf("the change: got %d %s, want %d", rec.Code, rec.Body, tc.status)
+			}
+			wantPassword(t, srv, 0, p.User.ID, stays)
+		})
+	}
 }
 
 // TestPasswordSet_Races: PUT /api/users/{id}/password decides on a read of the person (their
