@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -309,50 +310,79 @@ func TestLogin_Rehash(t *testing.T) {
 }
 
 // TestLogin_PasswordReplacedDuringCheck: a sign-in whose password is replaced after its check
-// found it right. Replaced by another password, it answers 401 and gives its reserved check
-// back: the password was right when checked, so it is no failed guess, and it must not hold a
-// place under the guessing limit until its lease ends. Replaced by the same password at
-// another cost, it signs in. Either way the person's guessing count is left as it was.
+// found it right. Replaced by another password, it answers 401 (503 when the claim was
+// reopened too) and gives its reserved check back: the password was right when checked, so it
+// is no failed guess, and it must not hold a place under the guessing limit until its lease
+// ends. Replaced by the same password at another cost, it signs in. Either way the person's
+// guessing count is left as it was.
 func TestLogin_PasswordReplacedDuringCheck(t *testing.T) {
-	srv := apitest.NewServer(t, pgtest.MustDatabase(t), func(o *api.Options) {
-		o.LoginLimit = store.RateLimit{Max: 5, Window: time.Minute}
-	})
-	srv.MustClaim(t)
 	for _, tc := range []struct {
 		name     string
 		other    bool // replaced by another password, not the same one
+		reset    bool // and the claim reopened
 		status   int
+		code     string
 		signedIn bool
 	}{
-		{"ByAnotherPassword", true, http.StatusUnauthorized, false},
-		{"BySamePasswordAtAnotherCost", false, http.StatusOK, true},
+		{"ByAnotherPassword", true, false, http.StatusUnauthorized, "invalid_credentials", false},
+		{"BySamePasswordAtAnotherCost", false, false, http.StatusOK, "", true},
+		{"ByAnotherPasswordAndAReset", true, true, http.StatusServiceUnavailable, "bootstrap_pending", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			srv := apitest.NewServer(t, pgtest.MustDatabase(t), func(o *api.Options) {
+				o.LoginLimit = store.RateLimit{Max: 5, Window: time.Minute}
+			})
+			srv.MustClaim(t)
 			p := apitest.MustPerson(t, srv.Store, strings.ToLower(tc.name), store.RoleMember)
 			meanwhile := p.Password
 			if tc.other {
 				meanwhile = "another-password-of-" + p.User.Username
 			}
-			rec := serveWithReplacedPassword(t, srv, meanwhile, httptest.NewRequest(http.MethodPost, "/api/auth/login",
+			rec := serveWithReplacedPassword(t, srv, meanwhile, tc.reset, httptest.NewRequest(http.MethodPost, "/api/auth/login",
 				strings.NewReader(fmt.Sprintf(`{"username":%q,"password":%q}`, p.User.Username, p.Password))))
-			if rec.Code != tc.status {
-				t.Fatalf("the sign-in: got %d %s, want %d", rec.Code, rec.Body, tc.status)
+			if rec.Code != tc.status || !strings.Contains(rec.Body.String(), `"code":"`+tc.code+`"`) && tc.code != "" {
+				t.Fatalf("the sign-in: got %d %s, want %d %s", rec.Code, rec.Body, tc.status, tc.code)
 			}
-			if tc.status == http.StatusUnauthorized && !strings.Contains(rec.Body.String(), `"invalid_credentials"`) {
-				t.Fatalf("the sign-in: got %s, want invalid_credentials", rec.Body)
-			}
-			// The store keys the count by a SHA-256 of the lower-cased name.
-			const attempts = `SELECT count(*) FROM login_attempts WHERE key = sha256(convert_to(lower($1), 'UTF8'))`
-			if got := count(t, srv, attempts, p.User.Username); got != 1 {
-				t.Fatalf("%s's guessing count: %d rows, want the one its check was reserved in", p.User.Username, got)
-			}
-			if got := count(t, srv, attempts+` AND (cardinality(attempts) > 0 OR cardinality(pending) > 0)`,
-				p.User.Username); got != 0 {
-				t.Errorf("%s's guessing count after the sign-in: failed guesses or reserved checks left, want none", p.User.Username)
-			}
+			wantNothingCounted(t, srv, p.User.Username)
 			if got := count(t, srv, `SELECT count(*) FROM sessions WHERE user_id = $1`, p.User.ID); (got == 1) != tc.signedIn {
 				t.Errorf("%s's sessions after the sign-in: %d, want signed in: %v", p.User.Username, got, tc.signedIn)
 			}
 		})
 	}
+}
+
+// leavingStore is the real store, except that its client leaves (the request's context, whose
+// cancel function is under disconnectKey, is cancelled) as soon as UserForSignIn has reserved
+// a check: while the password is being checked.
+type leavingStore struct{ *store.Store }
+
+func (s leavingStore) UserForSignIn(ctx context.Context, username string, gate store.Gate,
+	limit store.RateLimit) (store.User, string, store.Attempt, error) {
+	u, hash, a, err := s.Store.UserForSignIn(ctx, username, gate, limit)
+	if cancel, ok := ctx.Value(disconnectKey{}).(context.CancelFunc); ok {
+		cancel()
+	}
+	return u, hash, a, err
+}
+
+// TestPasswords_CurrentPasswordClientGone: a change of one's own password whose client leaves
+// while its current password, a right one, is checked. The check is given back all the same:
+// it is no failed guess, and it must not hold a place under the guessing limit until its lease
+// ends.
+func TestPasswords_CurrentPasswordClientGone(t *testing.T) {
+	srv := apitest.NewServer(t, pgtest.MustDatabase(t), func(o *api.Options) {
+		o.LoginLimit = store.RateLimit{Max: 5, Window: time.Minute}
+	})
+	srv.MustClaim(t)
+	p := apitest.MustPerson(t, srv.Store, "gone", store.RoleMember)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	req := httptest.NewRequestWithContext(context.WithValue(ctx, disconnectKey{}, cancel), http.MethodPut,
+		userURL(p.User.ID, "/password"), strings.NewReader(fmt.Sprintf(`{"password":"a-new-password-of-gone","current_password":%q}`, p.Password)))
+	req.Header.Set("Authorization", "Bearer "+p.APIKey)
+	api.NewServer(leavingStore{srv.Store}, srv.Options).ServeHTTP(httptest.NewRecorder(), req)
+	if ctx.Err() == nil {
+		t.Fatal("the client never left: the store's UserForSignIn was not called")
+	}
+	wantNothingCounted(t, srv, p.User.Username)
 }

@@ -106,6 +106,10 @@ func (s *server) handleLogin() http.Handler {
 		}
 		switch {
 		case errors.Is(err, store.ErrBootstrapPending):
+			// The install was reset meanwhile. The write gave the check back unless the
+			// password changed too; then it is given back here (a check given back already
+			// is not found twice).
+			s.releaseUnchecked(r.Context(), attempt)
 			s.refusePending(w, r, "password")
 			return
 		case errors.Is(err, store.ErrNotFound):

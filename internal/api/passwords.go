@@ -106,7 +106,9 @@ func (s *server) checkCurrentPassword(r *http.Request, u store.User, password st
 		s.event(r, "reauth.failed", outcomeFailed, target(u))
 		return "", wrong
 	}
-	if err := s.store.ReleaseAttempt(ctx, attempt); err != nil {
+	// Given back even if the client has gone: else it would hold a place under the limit
+	// until its lease ends.
+	if err := s.store.ReleaseAttempt(context.WithoutCancel(ctx), attempt); err != nil {
 		return "", err
 	}
 	return current, nil

@@ -131,18 +131,26 @@ func mustPersonWithoutPassword(t *testing.T, srv *apitest.Server, username strin
 // replacingStore is the real store, except that the first CreatePasswordSession or
 // ChangePassword first stores hash as the person's password: a change, or a sign-in elsewhere
 // storing the same password at another cost, that commits between a request's check of the
-// password and its write.
+// password and its write. With reset, the operator also reopens the claim then.
 type replacingStore struct {
 	*store.Store
-	hash string
-	done atomic.Bool
+	hash  string
+	reset bool
+	done  atomic.Bool
 }
 
 func (s *replacingStore) replaceOnce(ctx context.Context, userID int64) error {
 	if s.done.Swap(true) {
 		return nil
 	}
-	return s.Store.SetPasswordHash(ctx, userID, s.hash, "")
+	if err := s.Store.SetPasswordHash(ctx, userID, s.hash, ""); err != nil {
+		return err
+	}
+	if s.reset {
+		_, err := s.Store.Reset(ctx, store.AuditInfo{Actor: store.ActorCLI}, store.RateLimit{})
+		return err
+	}
+	return nil
 }
 
 func (s *replacingStore) CreatePasswordSession(ctx context.Context, userID int64, checkedHash string, a store.Attempt,
@@ -161,25 +169,48 @@ func (s *replacingStore) ChangePassword(ctx context.Context, c store.PasswordCha
 }
 
 // serveWithReplacedPassword serves req on srv's database and options through a
-// replacingStore that stores password, hashed at a bcrypt cost other than the server's.
-func serveWithReplacedPassword(t *testing.T, srv *apitest.Server, password string, req *http.Request) *httptest.ResponseRecorder {
+// replacingStore that stores password, hashed at a bcrypt cost other than the server's (and
+// with reset, reopens the claim), and fails the test unless the request came to the write that it replaces the password before.
+func serveWithReplacedPassword(t *testing.T, srv *apitest.Server, password string, reset bool, req *http.Request) *httptest.ResponseRecorder {
 	t.Helper()
 	hash, err := bcrypt.GenerateFromPassword([]byte(password), bcrypt.MinCost+1)
 	if err != nil {
 		t.Fatal(err)
 	}
+	st := &replacingStore{Store: srv.Store, hash: string(hash), reset: reset}
 	rec := httptest.NewRecorder()
-	api.NewServer(&replacingStore{Store: srv.Store, hash: string(hash)}, srv.Options).ServeHTTP(rec, req)
+	api.NewServer(st, srv.Options).ServeHTTP(rec, req)
+	if !st.done.Load() {
+		t.Fatalf("%s %s answered %d %s before writing: the password was never replaced", req.Method, req.URL.Path,
+			rec.Code, rec.Body)
+	}
 	return rec
+}
+
+// wantNothingCounted fails the test unless username's guessing count (login_attempts, keyed by
+// a SHA-256 of the lower-cased name) exists, as a check reserved in it makes it, and holds
+// neither a failed guess nor a reserved check.
+func wantNothingCounted(t *testing.T, srv *apitest.Server, username string) {
+	t.Helper()
+	const attempts = `SELECT count(*) FROM login_attempts WHERE key = sha256(convert_to(lower($1), 'UTF8'))`
+	if got := count(t, srv, attempts, username); got != 1 {
+		t.Fatalf("%s's guessing count: %d rows, want the one its check was reserved in", username, got)
+	}
+	if got := count(t, srv, attempts+` AND (cardinality(attempts) > 0 OR cardinality(pending) > 0)`, username); got != 0 {
+		t.Errorf("%s's guessing count: failed guesses or reserved checks left, want none", username)
+	}
 }
 
 // TestPasswordSet_PasswordReplacedDuringChange: a person's own change whose current password
 // is replaced after it was checked. Replaced by another password, the change is refused as a
 // wrong current password would be, and the other password stays; replaced by the same password
-// at another cost, it goes through. One at a time and in order, where TestPasswordSet_Races
+// at another cost, it goes through. Either way no guess is counted: the current password was
+// right when checked. One at a time and in order, where TestPasswordSet_Races
 // leaves the order to chance.
 func TestPasswordSet_PasswordReplacedDuringChange(t *testing.T) {
-	srv := apitest.NewServer(t, pgtest.MustDatabase(t), nil)
+	srv := apitest.NewServer(t, pgtest.MustDatabase(t), func(o *api.Options) {
+		o.LoginLimit = store.RateLimit{Max: 5, Window: time.Minute}
+	})
 	srv.MustClaim(t)
 	for _, tc := range []struct {
 		name   string
@@ -200,11 +231,12 @@ func TestPasswordSet_PasswordReplacedDuringChange(t *testing.T) {
 			req := httptest.NewRequest(http.MethodPut, userURL(p.User.ID, "/password"), strings.NewReader(
 				fmt.Sprintf(`{"password":%q,"current_password":%q}`, chosen, p.Password)))
 			req.Header.Set("Authorization", "Bearer "+p.APIKey)
-			rec := serveWithReplacedPassword(t, srv, meanwhile, req)
+			rec := serveWithReplacedPassword(t, srv, meanwhile, false, req)
 			if rec.Code != tc.status || tc.other && !strings.Contains(rec.Body.String(), `"wrong_current_password"`) {
 				t.Fatalf("the change: got %d %s, want %d", rec.Code, rec.Body, tc.status)
 			}
 			wantPassword(t, srv, 0, p.User.ID, stays)
+			wantNothingCounted(t, srv, p.User.Username)
 		})
 	}
 }
