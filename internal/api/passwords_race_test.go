@@ -84,6 +84,47 @@ func winner(t *testing.T, round int, answers [2]apitest.Response, losers [2][]st
 	return won
 }
 
+// passwordRace is a race of two requests that each set one person's password, of which
+// exactly one must win. round makes a round's person and returns their id, the password each
+// side chooses and the two requests that choose them.
+type passwordRace struct {
+	sides  [2]string   // the sides' names, for the count of rounds won
+	losers [2][]string // the codes a side may lose with
+	round  func(round int) (userID int64, chosen [2]string, requests [2]apitest.Request)
+}
+
+// runPasswordRace runs passwordRaceRounds rounds of race on two replicas: in each, exactly one
+// side must win, the loser be refused with one of its codes, and the stored password be the
+// winner's; and each side must win some rounds.
+func runPasswordRace(t *testing.T, replicas []*apitest.Server, race passwordRace) {
+	t.Helper()
+	var w wins
+	defer w.check(t, race.sides)
+	for round := range passwordRaceRounds {
+		userID, chosen, reqs := race.round(round)
+		a, b := raceTwo(t, replicas, reqs[0], reqs[1])
+		won := winner(t, round, [2]apitest.Response{a, b}, race.losers)
+		w[won]++
+		wantPassword(t, replicas[0], round, userID, chosen[won])
+	}
+}
+
+// setPasswordRequest is PUT /api/users/{id}/password choosing password, with an API key or a session,
+// and current, the caller's current password, unless it is "".
+func setPasswordRequest(userID int64, bearer string, session *http.Cookie, password, current string) apitest.Request {
+	body := map[string]any{"password": password}
+	if current != "" {
+		body["current_password"] = current
+	}
+	return apitest.Request{Method: http.MethodPut, Path: userURL(userID, "/password"), Bearer: bearer, Cookie: session, Body: body}
+}
+
+// redeemLinkRequest is POST /api/password-link choosing password with the link's token.
+func redeemLinkRequest(token, password string) apitest.Request {
+	return apitest.Request{Method: http.MethodPost, Path: "/api/password-link",
+		Body: map[string]any{"token": token, "password": password}}
+}
+
 // wantPassword fails the test unless the user's stored password is want.
 func wantPassword(t *testing.T, srv *apitest.Server, round int, userID int64, want string) {
 	t.Helper()
@@ -255,49 +296,34 @@ func TestPasswordSet_Races(t *testing.T) {
 	// key chooses a password for her. Whichever commits first, the other finds an admin with
 	// a password: hers to change (the key), or no link left (the change deletes it).
 	t.Run("KeyAgainstLinkOfAdmin", func(t *testing.T) {
-		var w wins
-		defer w.check(t, [2]string{"the key", "the link"})
-		for round := range passwordRaceRounds {
-			nova, err := replicas[0].Store.CreateUser(t.Context(), store.NewUser{Username: fmt.Sprintf("nova-%02d", round),
-				Email: fmt.Sprintf("nova-%02d@example.test", round), Role: store.RoleAdmin})
-			if err != nil {
-				t.Fatal(err)
-			}
-			l := mustPasswordLink(t, replicas[0], nova.ID, root.APIKey)
-			chosen := [2]string{fmt.Sprintf("root-chose-%02d-for-nova", round), fmt.Sprintf("nova-chose-%02d-herself", round)}
-			byKey, byLink := raceTwo(t, replicas,
-				apitest.Request{Method: http.MethodPut, Path: userURL(nova.ID, "/password"), Bearer: root.APIKey,
-					Body: map[string]any{"password": chosen[0]}},
-				apitest.Request{Method: http.MethodPost, Path: "/api/password-link",
-					Body: map[string]any{"token": l.Token, "password": chosen[1]}})
-			won := winner(t, round, [2]apitest.Response{byKey, byLink},
-				[2][]string{{"admin_password_theirs"}, {"invalid_password_link", "admin_password_theirs"}})
-			w[won]++
-			wantPassword(t, replicas[0], round, nova.ID, chosen[won])
-		}
+		runPasswordRace(t, replicas, passwordRace{sides: [2]string{"the key", "the link"},
+			losers: [2][]string{{"admin_password_theirs"}, {"invalid_password_link", "admin_password_theirs"}},
+			round: func(round int) (int64, [2]string, [2]apitest.Request) {
+				nova, err := replicas[0].Store.CreateUser(t.Context(), store.NewUser{Username: fmt.Sprintf("nova-%02d", round),
+					Email: fmt.Sprintf("nova-%02d@example.test", round), Role: store.RoleAdmin})
+				if err != nil {
+					t.Fatal(err)
+				}
+				l := mustPasswordLink(t, replicas[0], nova.ID, root.APIKey)
+				chosen := [2]string{fmt.Sprintf("root-chose-%02d-for-nova", round), fmt.Sprintf("nova-chose-%02d-herself", round)}
+				return nova.ID, chosen, [2]apitest.Request{setPasswordRequest(nova.ID, root.APIKey, nil, chosen[0], ""), redeemLinkRequest(l.Token, chosen[1])}
+			}})
 	})
 
 	// A person changes their own password from two sessions at once, each with the password
 	// both knew. Whichever commits first, the other's current password is no longer current
 	// (or its session ended with the change).
 	t.Run("OwnChangesFromTwoSessions", func(t *testing.T) {
-		var w wins
-		defer w.check(t, [2]string{"replica 0", "replica 1"})
-		for round := range passwordRaceRounds {
-			pat := apitest.MustPerson(t, replicas[0].Store, fmt.Sprintf("pat-%02d", round), store.RoleMember)
-			sessions := [2]*http.Cookie{replicas[0].MustLogin(t, pat.User.Username, pat.Password),
-				replicas[1].MustLogin(t, pat.User.Username, pat.Password)}
-			chosen := [2]string{fmt.Sprintf("pat-%02d-chose-first", round), fmt.Sprintf("pat-%02d-chose-second", round)}
-			change := func(i int) apitest.Request {
-				return apitest.Request{Method: http.MethodPut, Path: userURL(pat.User.ID, "/password"), Cookie: sessions[i],
-					Body: map[string]any{"password": chosen[i], "current_password": pat.Password}}
-			}
-			a, b := raceTwo(t, replicas, change(0), change(1))
-			loser := []string{"wrong_current_password", "unauthorized"}
-			won := winner(t, round, [2]apitest.Response{a, b}, [2][]string{loser, loser})
-			w[won]++
-			wantPassword(t, replicas[0], round, pat.User.ID, chosen[won])
-		}
+		loser := []string{"wrong_current_password", "unauthorized"}
+		runPasswordRace(t, replicas, passwordRace{sides: [2]string{"replica 0", "replica 1"}, losers: [2][]string{loser, loser},
+			round: func(round int) (int64, [2]string, [2]apitest.Request) {
+				pat := apitest.MustPerson(t, replicas[0].Store, fmt.Sprintf("pat-%02d", round), store.RoleMember)
+				sessions := [2]*http.Cookie{replicas[0].MustLogin(t, pat.User.Username, pat.Password),
+					replicas[1].MustLogin(t, pat.User.Username, pat.Password)}
+				chosen := [2]string{fmt.Sprintf("pat-%02d-chose-first", round), fmt.Sprintf("pat-%02d-chose-second", round)}
+				return pat.User.ID, chosen, [2]apitest.Request{setPasswordRequest(pat.User.ID, "", sessions[0], chosen[0], pat.Password),
+					setPasswordRequest(pat.User.ID, "", sessions[1], chosen[1], pat.Password)}
+			}})
 	})
 
 	// An admin with no password yet chooses her first one, with her own API key (no current
@@ -305,43 +331,27 @@ func TestPasswordSet_Races(t *testing.T) {
 	// first, the other finds an admin with a password: hers to change, and for her own change
 	// a password she never proved to know.
 	t.Run("OwnFirstPasswordAgainstKey", func(t *testing.T) {
-		var w wins
-		defer w.check(t, [2]string{"her key", "root's key"})
-		for round := range passwordRaceRounds {
-			ivy, key := mustPersonWithoutPassword(t, replicas[0], fmt.Sprintf("ivy-%02d", round), store.RoleAdmin)
-			chosen := [2]string{fmt.Sprintf("ivy-chose-%02d-herself", round), fmt.Sprintf("root-chose-%02d-for-ivy", round)}
-			own, byRoot := raceTwo(t, replicas,
-				apitest.Request{Method: http.MethodPut, Path: userURL(ivy.ID, "/password"), Bearer: key,
-					Body: map[string]any{"password": chosen[0]}},
-				apitest.Request{Method: http.MethodPut, Path: userURL(ivy.ID, "/password"), Bearer: root.APIKey,
-					Body: map[string]any{"password": chosen[1]}})
-			won := winner(t, round, [2]apitest.Response{own, byRoot},
-				[2][]string{{"wrong_current_password"}, {"admin_password_theirs"}})
-			w[won]++
-			wantPassword(t, replicas[0], round, ivy.ID, chosen[won])
-		}
+		runPasswordRace(t, replicas, passwordRace{sides: [2]string{"her key", "root's key"},
+			losers: [2][]string{{"wrong_current_password"}, {"admin_password_theirs"}},
+			round: func(round int) (int64, [2]string, [2]apitest.Request) {
+				ivy, key := mustPersonWithoutPassword(t, replicas[0], fmt.Sprintf("ivy-%02d", round), store.RoleAdmin)
+				chosen := [2]string{fmt.Sprintf("ivy-chose-%02d-herself", round), fmt.Sprintf("root-chose-%02d-for-ivy", round)}
+				return ivy.ID, chosen, [2]apitest.Request{setPasswordRequest(ivy.ID, key, nil, chosen[0], ""), setPasswordRequest(ivy.ID, root.APIKey, nil, chosen[1], "")}
+			}})
 	})
 
 	// A member with no password yet chooses their first one with their own API key while
 	// their set-password link is used. Whichever commits first, the other finds a password
 	// there: one the member never proved to know, or no link left (the change deletes it).
 	t.Run("OwnFirstPasswordAgainstLink", func(t *testing.T) {
-		var w wins
-		defer w.check(t, [2]string{"their key", "the link"})
-		for round := range passwordRaceRounds {
-			mo, key := mustPersonWithoutPassword(t, replicas[0], fmt.Sprintf("mo-%02d", round), store.RoleMember)
-			l := mustPasswordLink(t, replicas[0], mo.ID, root.APIKey)
-			chosen := [2]string{fmt.Sprintf("mo-%02d-chose-by-key", round), fmt.Sprintf("mo-%02d-chose-by-link", round)}
-			own, byLink := raceTwo(t, replicas,
-				apitest.Request{Method: http.MethodPut, Path: userURL(mo.ID, "/password"), Bearer: key,
-					Body: map[string]any{"password": chosen[0]}},
-				apitest.Request{Method: http.MethodPost, Path: "/api/password-link",
-					Body: map[string]any{"token": l.Token, "password": chosen[1]}})
-			won := winner(t, round, [2]apitest.Response{own, byLink},
-				[2][]string{{"wrong_current_password"}, {"invalid_password_link"}})
-			w[won]++
-			wantPassword(t, replicas[0], round, mo.ID, chosen[won])
-		}
+		runPasswordRace(t, replicas, passwordRace{sides: [2]string{"their key", "the link"},
+			losers: [2][]string{{"wrong_current_password"}, {"invalid_password_link"}},
+			round: func(round int) (int64, [2]string, [2]apitest.Request) {
+				mo, key := mustPersonWithoutPassword(t, replicas[0], fmt.Sprintf("mo-%02d", round), store.RoleMember)
+				l := mustPasswordLink(t, replicas[0], mo.ID, root.APIKey)
+				chosen := [2]string{fmt.Sprintf("mo-%02d-chose-by-key", round), fmt.Sprintf("mo-%02d-chose-by-link", round)}
+				return mo.ID, chosen, [2]apitest.Request{setPasswordRequest(mo.ID, key, nil, chosen[0], ""), redeemLinkRequest(l.Token, chosen[1])}
+			}})
 	})
 
 	// A person changes their own password, with an API key, while one of their sign-ins
