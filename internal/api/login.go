@@ -106,17 +106,12 @@ func (s *server) handleLogin() http.Handler {
 		}
 		switch {
 		case errors.Is(err, store.ErrBootstrapPending):
-			// The install was reset meanwhile. The write gave the check back unless the
-			// password changed too; then it is given back here (a check given back already
-			// is not found twice).
-			s.releaseUnchecked(r.Context(), attempt)
+			// The install was reset meanwhile; the write gave the check back.
 			s.refusePending(w, r, "password")
 			return
 		case errors.Is(err, store.ErrNotFound):
-			// The password changed (or the user went) while it was being checked. It was
-			// right when checked, so its check is no failed guess: give it back, or it would
-			// hold a place under the limit until its lease ends.
-			s.releaseUnchecked(r.Context(), attempt)
+			// The password changed (or the user went) while it was being checked; the write
+			// gave the check back, as the password was right when checked.
 			s.metrics.signinRefused.WithLabelValues("password", "invalid_credentials").Inc()
 			s.event(r, "login.password.failed", outcomeFailed, s.nameTags.signInName(u, name))
 			fail(errBadCredentials)

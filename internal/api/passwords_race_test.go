@@ -128,8 +128,8 @@ func redeemLinkRequest(token, password string) apitest.Request {
 // wantPassword fails the test unless the user's stored password is want.
 func wantPassword(t *testing.T, srv *apitest.Server, round int, userID int64, want string) {
 	t.Helper()
-	var hash string
-	if err := srv.Store.Pool().QueryRow(t.Context(), `SELECT password_hash FROM users WHERE id = $1`, userID).Scan(&hash); err != nil {
+	hash, err := srv.Store.PasswordHash(t.Context(), userID)
+	if err != nil {
 		t.Fatalf("round %d: read the password: %v", round, err)
 	}
 	if bcrypt.CompareHashAndPassword([]byte(hash), []byte(want)) != nil {

@@ -57,10 +57,12 @@ func (s *Store) CreateSession(ctx context.Context, userID int64, ttl time.Durati
 
 // CreatePasswordSession is CreateSession for a password sign-in: it signs the user in only if
 // their password hash is still checkedHash, the one the password was checked against, and
-// releases the attempt the check reserved (see UserForSignIn), all in one statement. The
-// attempt is released whenever the hash is still the checked one, also when the gate closed
-// during the check: a right password that met a reset is no guess, and counting it would lock
-// the person out once the install is claimed again. The user's
+// releases the attempt the check reserved (see UserForSignIn), all in one statement. Its
+// caller checked the password and found it right, so the attempt is released whatever the
+// statement finds: also when the gate closed during the check (counting a right password that
+// met a reset would lock the person out once the install is claimed again) and when the
+// password was replaced meanwhile (it was right when checked; kept, it would hold a place
+// under the limit until its lease ends). The user's
 // row is read under a share lock, so a password change either commits first (this sees the new
 // hash and returns ErrNotFound) or waits for this statement, and then revokes the session it
 // created. It returns ErrBootstrapPending like CreateSession, and ErrNotFound when the user is
@@ -78,8 +80,7 @@ func (s *Store) CreatePasswordSession(ctx context.Context, userID int64, checked
 			SELECT u.id, $2, now() + $3::interval FROM u, gate WHERE gate.open
 			RETURNING expires_at
 		),
-		released AS (`+fmt.Sprintf(releaseAttempt, "$6", "$7")+`
-			AND EXISTS (SELECT 1 FROM u))
+		released AS (`+fmt.Sprintf(releaseAttempt, "$6", "$7")+`)
 		SELECT gate.open, ins.expires_at FROM gate LEFT JOIN ins ON true`,
 		userID, hashToken(sess.Token), ttl, bool(gate), checkedHash, a.key, a.at).Scan(&open, &expires)
 	switch {

@@ -135,6 +135,10 @@ func TestAttempts(t *testing.T) {
 		if _, err := st.CreatePasswordSession(ctx, alice.ID, hash, a, time.Hour, store.GateOn); !errors.Is(err, store.ErrNotFound) {
 			t.Fatalf("with a changed password: got %v, want %v", err, store.ErrNotFound)
 		}
+		// The password was right when checked: its check is given back all the same.
+		if n := mustCount(t, st, `SELECT count(*) FROM login_attempts WHERE cardinality(pending) > 0`); n != 0 {
+			t.Fatalf("checks still reserved after a changed password refused the session: got %d, want 0", n)
+		}
 		if _, err := st.CreatePasswordSession(ctx, alice.ID, "hash-2", a, time.Hour, store.GateOn); err != nil {
 			t.Fatalf("with the stored hash: got %v, want a session", err)
 		}

@@ -179,14 +179,19 @@ type PasswordRule struct {
 	Proven string
 }
 
+// neverHasPassword is true of a users row that can never have a password: a machine user, who
+// acts only through API keys, or a single sign-on person, whose provider's rules a password
+// would get around.
+const neverHasPassword = `(kind = 'service' OR oidc_issuer IS NOT NULL)`
+
 // check locks the user's row for a change of their password and says whether r still
 // allows it: ErrNotFound, ErrNoPassword (a machine user or a single sign-on person, who
 // never have one), ErrAdminsOwnPassword or ErrPasswordChanged when not.
 func (r PasswordRule) check(ctx context.Context, tx pgx.Tx, userID int64) error {
-	var noPassword, adminsOwn bool
+	var noPassword, admin bool
 	var hash string
-	err := tx.QueryRow(ctx, `SELECT kind = 'service' OR oidc_issuer IS NOT NULL, role = 'admin' AND password_hash IS NOT NULL,
-		coalesce(password_hash, '') FROM users WHERE id = $1 FOR UPDATE`, userID).Scan(&noPassword, &adminsOwn, &hash)
+	err := tx.QueryRow(ctx, `SELECT `+neverHasPassword+`, role = 'admin', coalesce(password_hash, '')
+		FROM users WHERE id = $1 FOR UPDATE`, userID).Scan(&noPassword, &admin, &hash)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return ErrNotFound
@@ -194,7 +199,7 @@ func (r PasswordRule) check(ctx context.Context, tx pgx.Tx, userID int64) error 
 		return wrap(err, "lock user")
 	case noPassword:
 		return ErrNoPassword
-	case r.ByOther && adminsOwn:
+	case r.ByOther && admin && hash != "":
 		return ErrAdminsOwnPassword
 	case !r.ByOther && hash != r.Proven:
 		return ErrPasswordChanged
@@ -253,7 +258,7 @@ func changePassword(ctx context.Context, tx pgx.Tx, c PasswordChange) (revokedKe
 // or a single sign-on person, who never have one; ErrNotFound when the user does not exist.
 func (s *Store) PasswordHash(ctx context.Context, userID int64) (string, error) {
 	var hash string
-	err := s.pool.QueryRow(ctx, `SELECT CASE WHEN kind = 'service' OR oidc_issuer IS NOT NULL THEN '' ELSE coalesce(password_hash, '') END
+	err := s.pool.QueryRow(ctx, `SELECT CASE WHEN `+neverHasPassword+` THEN '' ELSE coalesce(password_hash, '') END
 		FROM users WHERE id = $1`, userID).Scan(&hash)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", ErrNotFound
