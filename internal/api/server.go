@@ -18,6 +18,7 @@ import (
 	"github.com/terdut-server/terdut-server/internal/logcap"
 	"github.com/terdut-server/terdut-server/internal/opjwt"
 	"github.com/terdut-server/terdut-server/internal/optoken"
+	"github.com/terdut-server/terdut-server/internal/sso"
 	"github.com/terdut-server/terdut-server/internal/store"
 )
 
@@ -109,7 +110,7 @@ type server struct {
 	opts        Options
 	log         *slog.Logger
 	metrics     *metrics
-	oidc        *oidcClient
+	oidc        *sso.Client // nil: single sign-on off
 	passwords   *Passwords
 	crossOrigin *http.CrossOriginProtection
 	addresses   *addressLimiter
@@ -190,8 +191,10 @@ func newServer(st Store, opts Options) *server {
 	s.checks = newCheckSlots(s.opts.PasswordChecks, s.opts.PasswordCheckWait, s.opts.Registry)
 	if opts.OIDC != nil && opts.OIDC.Issuer != "" {
 		redirect := opts.PublicURL.JoinPath("/auth/oidc/callback").String()
-		s.oidc = newOIDCClient(*opts.OIDC, redirect, s.log)
-		s.oidc.checkAtStart()
+		s.oidc = sso.New(sso.Config{Options: *opts.OIDC, RedirectURL: redirect, Store: st, Log: s.log,
+			ValidUsername: func(n string) bool { return validateUsername(n) == nil },
+			ValidEmail:    func(e string) bool { return validateEmail(e) == nil }})
+		s.oidc.CheckAtStart()
 	}
 	return s
 }
