@@ -1,6 +1,6 @@
 // Package api is terdut-server's HTTP interface: the JSON API, sign-in, the bootstrap
 // endpoints and the few pages a browser needs. It depends on the store only through the
-// small Store interface below.
+// small Store interface below; single sign-on's dealings with the provider are internal/sso's.
 package api
 
 import (
@@ -54,8 +54,7 @@ type Store interface {
 	SaveOIDCLogin(ctx context.Context, state string, l store.OIDCLogin, ttl time.Duration, gate store.Gate, limit int) (int, error)
 	TakeOIDCLogin(ctx context.Context, state string, gate store.Gate) (store.OIDCLogin, error)
 	SignInSSO(ctx context.Context, id store.SSOIdentity, ttl time.Duration, gate store.Gate) (store.SSOSignIn, error)
-	DeprovisionSSOUser(ctx context.Context, issuer, subject, missingGroupsClaim string) (store.Deprovisioned, error)
-	RenameSSOUser(ctx context.Context, id int64, issuer, subject, username string) (store.User, error)
+	sso.Store // what single sign-on does itself: deprovision and rename its people
 
 	Bootstrap(ctx context.Context) (store.BootstrapStatus, error)
 	Claim(ctx context.Context, who store.AuditInfo) (store.ClaimResult, error)
