@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/terdut-server/terdut-server/internal/logcap"
+	"github.com/terdut-server/terdut-server/internal/sso"
 	"github.com/terdut-server/terdut-server/internal/store"
 )
 
@@ -92,12 +93,15 @@ func setRetryAfter(w http.ResponseWriter, d time.Duration) {
 
 func (s *server) classify(err error) *apiError {
 	var ae *apiError
+	var se *sso.Error
 	var rl *store.RateLimitedError
 	switch {
 	case errors.Is(err, context.Canceled):
 		return errCanceled
 	case errors.As(err, &ae):
 		return ae
+	case errors.As(err, &se):
+		return ssoError(se)
 	case errors.Is(err, store.ErrTooManyAPIKeys):
 		return errTooManyAPIKeys(s.opts.APIKeysPerUser)
 	case errors.Is(err, store.ErrExpiryTooLate):

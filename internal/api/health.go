@@ -41,10 +41,10 @@ func (s *server) handleReadyz() http.Handler {
 		}
 		resp := response{Status: "ok"}
 		if s.oidc != nil {
-			s.oidc.recheck()
-			if e := s.oidc.misconfiguration(); e != nil {
+			s.oidc.Recheck()
+			if e := s.oidc.Misconfiguration(); e != nil {
 				resp.SSO = e.Message
-				if s.oidc.failsReadiness() {
+				if s.oidc.FailsReadiness() {
 					writeJSON(w, http.StatusServiceUnavailable, response{Status: "unavailable", Reason: e.Message, SSO: e.Message})
 					return
 				}

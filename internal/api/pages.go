@@ -73,7 +73,7 @@ func (s *server) renderLogin(w http.ResponseWriter, r *http.Request, e *apiError
 	data := &pageData{SSO: s.oidc != nil, Password: s.opts.PasswordLogin}
 	status := http.StatusOK
 	if e == nil && s.oidc != nil {
-		if m := s.oidc.misconfiguration(); m != nil {
+		if m := s.oidc.Misconfiguration(); m != nil {
 			data.Error = m.Message // for whoever tells the administrators; the page itself is fine
 		}
 	}

@@ -1,6 +1,6 @@
 // Package api is terdut-server's HTTP interface: the JSON API, sign-in, the bootstrap
 // endpoints and the few pages a browser needs. It depends on the store only through the
-// small Store interface below.
+// small Store interface below; single sign-on's dealings with the provider are internal/sso's.
 package api
 
 import (
@@ -18,6 +18,7 @@ import (
 	"github.com/terdut-server/terdut-server/internal/logcap"
 	"github.com/terdut-server/terdut-server/internal/opjwt"
 	"github.com/terdut-server/terdut-server/internal/optoken"
+	"github.com/terdut-server/terdut-server/internal/sso"
 	"github.com/terdut-server/terdut-server/internal/store"
 )
 
@@ -53,8 +54,7 @@ type Store interface {
 	SaveOIDCLogin(ctx context.Context, state string, l store.OIDCLogin, ttl time.Duration, gate store.Gate, limit int) (int, error)
 	TakeOIDCLogin(ctx context.Context, state string, gate store.Gate) (store.OIDCLogin, error)
 	SignInSSO(ctx context.Context, id store.SSOIdentity, ttl time.Duration, gate store.Gate) (store.SSOSignIn, error)
-	DeprovisionSSOUser(ctx context.Context, issuer, subject, missingGroupsClaim string) (store.Deprovisioned, error)
-	RenameSSOUser(ctx context.Context, id int64, issuer, subject, username string) (store.User, error)
+	sso.Store // what single sign-on does itself: deprovision and rename its people
 
 	Bootstrap(ctx context.Context) (store.BootstrapStatus, error)
 	Claim(ctx context.Context, who store.AuditInfo) (store.ClaimResult, error)
@@ -109,7 +109,7 @@ type server struct {
 	opts        Options
 	log         *slog.Logger
 	metrics     *metrics
-	oidc        *oidcClient
+	oidc        *sso.Client // nil: single sign-on off
 	passwords   *Passwords
 	crossOrigin *http.CrossOriginProtection
 	addresses   *addressLimiter
@@ -190,8 +190,10 @@ func newServer(st Store, opts Options) *server {
 	s.checks = newCheckSlots(s.opts.PasswordChecks, s.opts.PasswordCheckWait, s.opts.Registry)
 	if opts.OIDC != nil && opts.OIDC.Issuer != "" {
 		redirect := opts.PublicURL.JoinPath("/auth/oidc/callback").String()
-		s.oidc = newOIDCClient(*opts.OIDC, redirect, s.log)
-		s.oidc.checkAtStart()
+		s.oidc = sso.New(sso.Config{Options: *opts.OIDC, RedirectURL: redirect, Store: st, Log: s.log,
+			ValidUsername: func(n string) bool { return validateUsername(n) == nil },
+			ValidEmail:    func(e string) bool { return validateEmail(e) == nil }})
+		s.oidc.CheckAtStart()
 	}
 	return s
 }

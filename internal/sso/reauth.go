@@ -1,26 +1,21 @@
-package api
+package sso
 
 import (
 	"math"
-	"net/http"
 	"time"
 
 	"github.com/terdut-server/terdut-server/internal/store"
 )
-
-// stepUpPath starts a step-up sign-in: one that asks the provider to authenticate the person
-// again (max_age=0 and prompt=login), so that the session it makes may create API keys.
-const stepUpPath = "/auth/oidc/login?reauth=1"
 
 // authTimeSkew is how far the provider's clock may run ahead of ours: an auth_time further in
 // the future is refused on a step-up, and ignored on an ordinary sign-in.
 const authTimeSkew = time.Minute
 
 var (
-	errAuthTimeMissing = &apiError{Status: http.StatusUnauthorized, Code: "sso_auth_time_missing",
+	errAuthTimeMissing = &Error{Kind: Unauthenticated, Code: "sso_auth_time_missing",
 		Message: "The sign-in provider did not say when you authenticated (no auth_time in its ID token), so this " +
 			"sign-in cannot prove a fresh authentication; an administrator can tell you how to create API keys here."}
-	errReauthNotFresh = &apiError{Status: http.StatusUnauthorized, Code: "sso_reauth_not_fresh",
+	errReauthNotFresh = &Error{Kind: Unauthenticated, Code: "sso_reauth_not_fresh",
 		Message: "The sign-in provider signed you in without asking you to authenticate again; " +
 			"sign out at the provider, or ask an administrator, and start again."}
 )

@@ -1,9 +1,8 @@
-package api
+package sso
 
 import (
 	"context"
 	"errors"
-	"net/http"
 	"strings"
 
 	"github.com/coreos/go-oidc/v3/oidc"
@@ -13,9 +12,9 @@ import (
 )
 
 var (
-	errUserInfoFailed = &apiError{Status: http.StatusBadGateway, Code: "sso_userinfo_failed",
+	errUserInfoFailed = &Error{Kind: ProviderFailed, Code: "sso_userinfo_failed",
 		Message: "The sign-in provider did not say who you are (its UserInfo endpoint failed); start again, and tell an administrator if it keeps failing."}
-	errUserInfoRejected = &apiError{Status: http.StatusUnauthorized, Code: "invalid_userinfo",
+	errUserInfoRejected = &Error{Kind: Unauthenticated, Code: "invalid_userinfo",
 		Message: "The sign-in provider's answer about who you are does not match its ID token; start again."}
 )
 
@@ -59,24 +58,24 @@ func (c claimSet) email() (email, verified any) {
 // same subject. An ID token that has them all, a provider without the endpoint, or a token
 // response without an access token asks nothing: a provider whose UserInfo refuses its own
 // access tokens (one issued for an API) or is down does not stop sign-ins that never needed it.
-func (s *server) fillFromUserInfo(ctx context.Context, p *oidc.Provider, tok *oauth2.Token, subject string, c *claimSet) error {
-	if !s.oidc.opts.lacksClaims(c.id) || p.UserInfoEndpoint() == "" || tok.AccessToken == "" {
+func (c *Client) fillFromUserInfo(ctx context.Context, p *oidc.Provider, tok *oauth2.Token, subject string, cs *claimSet) error {
+	if !c.opts.lacksClaims(cs.id) || p.UserInfoEndpoint() == "" || tok.AccessToken == "" {
 		return nil
 	}
-	ui, err := p.UserInfo(oidc.ClientContext(ctx, s.oidc.httpClient), oauth2.StaticTokenSource(tok))
+	ui, err := p.UserInfo(oidc.ClientContext(ctx, c.httpClient), oauth2.StaticTokenSource(tok))
 	var info map[string]any
 	if err == nil {
 		err = ui.Claims(&info)
 	}
 	if err != nil {
-		s.log.WarnContext(ctx, "OIDC UserInfo request failed", "err", err)
+		c.log.WarnContext(ctx, "OIDC UserInfo request failed", "err", err)
 		return errUserInfoFailed
 	}
 	if sub, _ := info["sub"].(string); sub != subject {
-		s.log.WarnContext(ctx, "OIDC UserInfo rejected", "err", "its subject differs from the ID token's")
+		c.log.WarnContext(ctx, "OIDC UserInfo rejected", "err", "its subject differs from the ID token's")
 		return errUserInfoRejected
 	}
-	c.info = info
+	cs.info = info
 	return nil
 }
 
@@ -84,7 +83,7 @@ func (s *server) fillFromUserInfo(ctx context.Context, p *oidc.Provider, tok *oa
 // reads: the username claim, the e-mail or whether it is verified, or the groups claim when
 // group rules (AllowedGroups, AdminGroups) are set. A claim present with an empty value is
 // the provider's answer, not a lack.
-func (o OIDCOptions) lacksClaims(claims map[string]any) bool {
+func (o Options) lacksClaims(claims map[string]any) bool {
 	if claims["email"] == nil || claims["email_verified"] == nil {
 		return true
 	}
@@ -115,22 +114,22 @@ func lookupClaim(claims map[string]any, name string) any {
 	return cur
 }
 
-// followProviderUsername renames a returning person to the username the provider now reports
+// FollowUsername renames a returning person to the username the provider now reports
 // for them (the first of id.Usernames, when it is not the fallback name), if no one else has
 // it. The sign-in has succeeded either way; a name another user has is kept, and the log says why.
-func (s *server) followProviderUsername(ctx context.Context, u store.User, id store.SSOIdentity) {
+func (c *Client) FollowUsername(ctx context.Context, u store.User, id store.SSOIdentity) {
 	if len(id.Usernames) < 2 || u.Username == id.Usernames[0] {
 		return
 	}
 	want := id.Usernames[0]
-	renamed, err := s.store.RenameSSOUser(ctx, u.ID, id.Issuer, id.Subject, want)
+	renamed, err := c.store.RenameSSOUser(ctx, u.ID, id.Issuer, id.Subject, want)
 	switch {
 	case err == nil:
-		s.log.InfoContext(ctx, "username follows the sign-in provider", "user_id", u.ID, "from", u.Username, "to", renamed.Username)
+		c.log.InfoContext(ctx, "username follows the sign-in provider", "user_id", u.ID, "from", u.Username, "to", renamed.Username)
 	case errors.Is(err, store.ErrConflict):
-		s.log.InfoContext(ctx, "kept the username: the one the sign-in provider now reports belongs to another user",
+		c.log.InfoContext(ctx, "kept the username: the one the sign-in provider now reports belongs to another user",
 			"user_id", u.ID, "username", u.Username, "provider_username", want)
 	default:
-		s.log.WarnContext(ctx, "could not follow the sign-in provider's new username", "user_id", u.ID, "err", err)
+		c.log.WarnContext(ctx, "could not follow the sign-in provider's new username", "user_id", u.ID, "err", err)
 	}
 }

@@ -1,4 +1,4 @@
-package api
+package sso
 
 import (
 	"cmp"
@@ -27,36 +27,41 @@ const (
 	maxStateCookies = 5
 )
 
-// stateCookiePrefix is what the names of this server's state cookies start with.
-func (s *server) stateCookiePrefix() string {
-	if s.secureCookies() {
+// StateCookies binds sign-ins to the browsers that started them (see stateCookie).
+type StateCookies struct {
+	// Secure: the public URL is https, so the cookies are Secure and their names carry the
+	// __Host- prefix.
+	Secure bool
+}
+
+// prefix is what the names of this server's state cookies start with.
+func (s StateCookies) prefix() string {
+	if s.Secure {
 		return "__Host-" + stateCookie + "-"
 	}
 	return stateCookie + "-"
 }
 
-func (s *server) secureCookies() bool { return s.opts.PublicURL.Scheme == "https" }
-
-// stateCookieName is the name of the cookie of the sign-in with this state.
-func (s *server) stateCookieName(state string) string {
+// name is the name of the cookie of the sign-in with this state.
+func (s StateCookies) name(state string) string {
 	sum := sha256.Sum256([]byte(state))
-	return s.stateCookiePrefix() + hex.EncodeToString(sum[:6])
+	return s.prefix() + hex.EncodeToString(sum[:6])
 }
 
-func (s *server) newStateCookie(name, value string, maxAge int) *http.Cookie {
+func (s StateCookies) cookie(name, value string, maxAge int) *http.Cookie {
 	return &http.Cookie{Name: name, Value: value, Path: "/", MaxAge: maxAge,
-		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: s.secureCookies()}
+		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: s.Secure}
 }
 
-// setStateCookie binds state to this browser. The value is the start time (base 36 milliseconds)
+// Set binds state to this browser. The value is the start time (base 36 milliseconds)
 // and the state; a start that finds maxStateCookies already in the request ends the oldest.
-func (s *server) setStateCookie(w http.ResponseWriter, r *http.Request, state string) {
+func (s StateCookies) Set(w http.ResponseWriter, r *http.Request, state string) {
 	type held struct {
 		name string
 		at   int64
 	}
 	var cookies []held
-	prefix := s.stateCookiePrefix()
+	prefix := s.prefix()
 	for _, c := range r.Cookies() {
 		if strings.HasPrefix(c.Name, prefix) {
 			at, _, _ := parseStateCookie(c.Value)
@@ -66,16 +71,16 @@ func (s *server) setStateCookie(w http.ResponseWriter, r *http.Request, state st
 	if len(cookies) >= maxStateCookies {
 		slices.SortFunc(cookies, func(a, b held) int { return cmp.Compare(a.at, b.at) })
 		for _, c := range cookies[:len(cookies)-maxStateCookies+1] {
-			http.SetCookie(w, s.newStateCookie(c.name, "", -1))
+			http.SetCookie(w, s.cookie(c.name, "", -1))
 		}
 	}
 	value := strconv.FormatInt(time.Now().UnixMilli(), 36) + "." + state
-	http.SetCookie(w, s.newStateCookie(s.stateCookieName(state), value, int(oidcLoginTTL.Seconds())))
+	http.SetCookie(w, s.cookie(s.name(state), value, int(LoginTTL.Seconds())))
 }
 
-// stateCookieMatches reports whether the request carries the cookie of the sign-in with state.
-func (s *server) stateCookieMatches(r *http.Request, state string) bool {
-	c, err := r.Cookie(s.stateCookieName(state))
+// Matches reports whether the request carries the cookie of the sign-in with state.
+func (s StateCookies) Matches(r *http.Request, state string) bool {
+	c, err := r.Cookie(s.name(state))
 	if err != nil {
 		return false
 	}
@@ -83,9 +88,9 @@ func (s *server) stateCookieMatches(r *http.Request, state string) bool {
 	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(state)) == 1
 }
 
-// clearStateCookie ends the browser's cookie of the sign-in with state.
-func (s *server) clearStateCookie(w http.ResponseWriter, state string) {
-	http.SetCookie(w, s.newStateCookie(s.stateCookieName(state), "", -1))
+// Clear ends the browser's cookie of the sign-in with state.
+func (s StateCookies) Clear(w http.ResponseWriter, state string) {
+	http.SetCookie(w, s.cookie(s.name(state), "", -1))
 }
 
 // parseStateCookie splits a state cookie's value into its start time and state.

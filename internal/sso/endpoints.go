@@ -1,4 +1,4 @@
-package api
+package sso
 
 import (
 	"errors"
@@ -14,11 +14,11 @@ import (
 )
 
 // endpointRefusal is an endpoint of the discovery document that single sign-on will not use:
-// a misconfiguration (its apiError is sso_misconfigured, naming the field), which, unlike a
+// a misconfiguration (its Error is sso_misconfigured, naming the field), which, unlike a
 // wrong --oidc-issuer, readiness reports without failing: the document is the provider's and
 // can change under a running server, and a provider must not be able to take every replica
 // out of service, with the webhooks and API keys that never need it.
-type endpointRefusal struct{ err *apiError }
+type endpointRefusal struct{ err *Error }
 
 func (e *endpointRefusal) Error() string { return e.err.Error() }
 func (e *endpointRefusal) Unwrap() error { return e.err }
@@ -30,7 +30,7 @@ func (e *endpointRefusal) Unwrap() error { return e.err }
 // believes, must also be on the issuer's own origin or one of EndpointOrigins, so that a
 // changed document cannot move where the keys come from or where the secret goes. The
 // authorization endpoint, which only browsers visit, may be anywhere.
-func (o OIDCOptions) checkEndpoints(p *oidc.Provider) error {
+func (o Options) checkEndpoints(p *oidc.Provider) error {
 	var doc struct {
 		Authorization string `json:"authorization_endpoint"`
 		Token         string `json:"token_endpoint"`
@@ -76,7 +76,7 @@ func (o OIDCOptions) checkEndpoints(p *oidc.Provider) error {
 }
 
 // allowsOrigin reports whether u is on one of EndpointOrigins.
-func (o OIDCOptions) allowsOrigin(u *url.URL) bool {
+func (o Options) allowsOrigin(u *url.URL) bool {
 	for _, s := range o.EndpointOrigins {
 		if origin, err := url.Parse(s); err == nil && opjwt.SameOrigin(origin, u) {
 			return true
@@ -85,8 +85,8 @@ func (o OIDCOptions) allowsOrigin(u *url.URL) bool {
 	return false
 }
 
-func (o OIDCOptions) refuseEndpoint(field, value, why, fix string) error {
-	return &endpointRefusal{&apiError{Status: http.StatusInternalServerError, Code: "sso_misconfigured", logged: true,
+func (o Options) refuseEndpoint(field, value, why, fix string) error {
+	return &endpointRefusal{&Error{Kind: Misconfigured, Code: "sso_misconfigured", Logged: true,
 		Message: fmt.Sprintf("Single sign-on is misconfigured: the provider's discovery document (%s) names the %s %q, which %s. "+
 			"An administrator must fix it: %s. Until then nobody can sign in with single sign-on.",
 			strings.TrimSuffix(o.Issuer, "/")+"/.well-known/openid-configuration", field, logcap.Cut(value, 512), why, fix)}}
