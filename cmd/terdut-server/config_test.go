@@ -103,8 +103,10 @@ func TestParseConfig(t *testing.T) {
 		// A postgres-operator credentials Secret: the URL names no secret, the user and the
 		// password come apart.
 		{name: "DatabaseUserAndPasswordFile", args: []string{"--database-user", "zalando.user", "--database-password-file", dbPasswordFile},
-			env:  env{"TERDUT_DATABASE_URL": "postgres://db.example:5432/terdut?sslmode=require"},
-			want: func(c *Config, _ *string) { c.DatabaseURL = "postgres://zalando.user:pw-from-file@db.example:5432/terdut?sslmode=require" }},
+			env: env{"TERDUT_DATABASE_URL": "postgres://db.example:5432/terdut?sslmode=require"},
+			want: func(c *Config, _ *string) {
+				c.DatabaseURL = "postgres://zalando.user:pw-from-file@db.example:5432/terdut?sslmode=require"
+			}},
 		{name: "DatabasePasswordFileEnvKeepsURLUser", env: env{"TERDUT_DATABASE_URL": testDB, "TERDUT_DATABASE_PASSWORD_FILE": dbPasswordFile},
 			want: func(c *Config, _ *string) { c.DatabaseURL = "postgres://terdut:pw-from-file@db.example:5432/terdut" }},
 		{name: "DatabasePasswordEnv", env: env{"TERDUT_DATABASE_URL": testFailoverDB, "TERDUT_DATABASE_PASSWORD": "p@ss/w:rd",
