@@ -30,7 +30,7 @@ func cliCommand(db DatabaseConfig, args string) (line string, ok bool) {
 		env = append(env, "TERDUT_DATABASE_URL_FILE="+shellQuote(absPath(db.URLFile)))
 	} else {
 		u, err := url.Parse(db.URL)
-		if err != nil {
+		if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
 			return "", false // a keyword/value string: it may hold a password anywhere
 		}
 		if _, has := u.User.Password(); has {
