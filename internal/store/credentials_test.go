@@ -12,7 +12,7 @@ func TestWithCredentials(t *testing.T) {
 	const secret = "s3cr:t/@?"
 	tests := []struct {
 		name, url, user, password, want string
-		err                            error
+		err                             error
 	}{
 		{name: "UserAndPassword", url: "postgres://db:5432/terdut?sslmode=require", user: "app", password: secret,
 			want: "postgres://app:s3cr%3At%2F%40%3F@db:5432/terdut?sslmode=require"},
