@@ -74,5 +74,5 @@ func (c *DatabaseConfig) passwordSetting() string {
 // errNoDatabase says where the database URL comes from, including under `make run`.
 var errNoDatabase = errors.New("no database: set --database-url, TERDUT_DATABASE_URL or TERDUT_DATABASE_URL_FILE " +
 	"(with the password in the URL, or in --database-password-file or TERDUT_DATABASE_PASSWORD), " +
-	"e.g. postgres://terdut@localhost:5432/terdut. For the development database of `make run`: " +
-	`TERDUT_DATABASE_URL="$(scripts/devdb.sh url)" bin/terdut-server ...`)
+	"e.g. postgres://terdut@localhost:5432/terdut; for the development database of `make run`, from the repository: " +
+	`TERDUT_DATABASE_URL="$(scripts/devdb.sh url)" bin/terdut-server COMMAND`)
