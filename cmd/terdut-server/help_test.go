@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -186,5 +187,28 @@ func TestVersion(t *testing.T) {
 	}
 	if r := runCmd(t, env{}, "version", "now"); r.Err == nil {
 		t.Errorf("version now: got no error, want one")
+	}
+}
+
+// TestVersion_Stamped checks that the -ldflags of make build, scripts/server-image.sh and the
+// Dockerfile reach the binary: a build stamped so reports that version and revision.
+func TestVersion_Stamped(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "terdut-server")
+	build := exec.Command("go", "build", "-ldflags", "-X main.version=v9.8.7-stamp -X main.revision=feedc0de", "-o", bin, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	out, err := exec.Command(bin, "--version").CombinedOutput()
+	if want := "terdut-server v9.8.7-stamp (revision feedc0de, go"; err != nil || !strings.HasPrefix(string(out), want) {
+		t.Fatalf("terdut-server --version: got %q, %v; want it to start with %q", out, err, want)
+	}
+	for _, f := range []string{"../../Makefile", "../../Dockerfile", "../../scripts/server-image.sh"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(b), "-X main.version=") || !strings.Contains(string(b), "-X main.revision=") {
+			t.Errorf("got %s without -X main.version= and -X main.revision=, want its build stamped", f)
+		}
 	}
 }
