@@ -73,7 +73,7 @@ func parseConfig(name string, args []string, getenv func(string) string, stdout 
 	var publicURL, secretFile, scopes, allowed, admins, origins, logLevel, proxies string
 	fs.StringVar(&c.Listen, "listen", ":8080", "address to listen on")
 	fs.StringVar(&c.OperatorListen, "operator-listen", "", "address of a second listener for the operator's endpoints alone (the claim, its status and the reset), which --listen then answers 404, such as :8081; empty: --listen serves them")
-	fs.StringVar(&c.TLSCertFile, "tls-cert-file", "", "PEM certificate chain that both listeners serve https with, re-read when it changes (such as a cert-manager Secret's tls.crt); empty: plain http")
+	fs.StringVar(&c.TLSCertFile, "tls-cert-file", "", "PEM certificate chain that every listener serves https with, re-read when it changes (such as a cert-manager Secret's tls.crt); empty: plain http")
 	fs.StringVar(&c.TLSKeyFile, "tls-key-file", "", "PEM private key of --tls-cert-file (such as a cert-manager Secret's tls.key)")
 	fs.StringVar(&c.MetricsListen, "metrics-listen", "", "address of a listener of its own for GET /metrics, which --listen then answers 404, such as :9090; empty: --listen serves /metrics")
 	c.Database.define(fs)
