@@ -14,6 +14,10 @@ ARG RUNTIME_IMAGE=gcr.io/distroless/static:nonroot
 
 FROM ${BUILDER_IMAGE} AS build
 ARG PREBUILT=
+# What terdut-server --version and terdut_build_info report, such as
+# --build-arg VERSION=$(git describe --tags --always) --build-arg REVISION=$(git rev-parse HEAD).
+ARG VERSION=devel
+ARG REVISION=unknown
 WORKDIR /src
 # Modules first, so that a change to the code does not download them again.
 COPY go.mod go.sum ./
@@ -23,7 +27,7 @@ COPY . .
 # `kubectl exec deploy/terdut-server -- terdut-server bootstrap reset` works.
 RUN mkdir -p /out/usr/local/bin \
  && if [ -n "$PREBUILT" ]; then cp terdut-server /out/terdut-server; \
-    else CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o /out/terdut-server ./cmd/terdut-server; fi \
+    else CGO_ENABLED=0 go build -trimpath -ldflags="-s -w -X main.version=${VERSION} -X main.revision=${REVISION}" -o /out/terdut-server ./cmd/terdut-server; fi \
  && ln -s /terdut-server /out/usr/local/bin/terdut-server
 
 FROM ${RUNTIME_IMAGE}

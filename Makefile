@@ -68,10 +68,14 @@ image:
 image-test:
 	TERDUT_TEST_SERVER_IMAGE=$(IMAGE) $(GO) test -race -count=1 -tags image -timeout 10m -v ./e2e/image/
 
-# build makes a static binary at bin/terdut-server.
+# build makes a static binary at bin/terdut-server, stamped with VERSION and REVISION (what
+# terdut-server --version and the terdut_build_info metric report).
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 .PHONY: build
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -o bin/terdut-server ./cmd/terdut-server
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-X main.version=$(VERSION) -X main.revision=$(REVISION)' \
+		-o bin/terdut-server ./cmd/terdut-server
 
 # fuzz runs each go test -fuzz target briefly: the operator token file parser, request
 # decoding, cookies and Bearer tokens through the real handler over a real store, and the

@@ -464,10 +464,13 @@ func TestDockerfile(t *testing.T) {
 var otherFlags = []string{"--service-account-jwks-uri", "--service-account-issuer", "--service-account-key-file",
 	"--service-account-signing-key-file"}
 
+// commandFlags are terdut-server's flags that are no setting.
+var commandFlags = []string{"--help", "--version"}
+
 // TestDocs_Settings checks that every flag and TERDUT_* variable each page names is one
 // terdut-server has (or, for a flag, one of otherFlags).
 func TestDocs_Settings(t *testing.T) {
-	flags := mustServeFlags(t)
+	flags, vars := mustServeFlags(t), mustServeVariables(t)
 	for _, page := range mustDocPages(t) {
 		t.Run(strings.TrimSuffix(page, ".md"), func(t *testing.T) {
 			doc, err := os.ReadFile(page)
@@ -479,9 +482,10 @@ func TestDocs_Settings(t *testing.T) {
 				named[m] = true
 			}
 			for name := range named {
-				known := slices.Contains(flags, strings.TrimPrefix(name, "--")) || slices.Contains(otherFlags, name)
+				known := slices.Contains(flags, strings.TrimPrefix(name, "--")) || slices.Contains(otherFlags, name) ||
+					slices.Contains(commandFlags, name)
 				if strings.HasPrefix(name, "TERDUT_") {
-					known = slices.Contains(docVars, name) || slices.Contains(flags, envFlag(name))
+					known = slices.Contains(docVars, name) || slices.Contains(flags, envFlag(name)) || slices.Contains(vars, name)
 				}
 				if !known {
 					t.Errorf("%s names %s, want a flag of config.go or its TERDUT_* variable (%s), or one of %v %v", page, name, strings.Join(flags, ", "), docVars, otherFlags)

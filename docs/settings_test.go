@@ -2,6 +2,8 @@ package docs
 
 import (
 	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -9,27 +11,28 @@ import (
 )
 
 // settingsReference is the one complete reference of the settings, which the pages link to.
-const settingsReference = "../README.md"
+const settingsReference = "settings.md"
 
-// settingsRowPattern reads a row of the reference's table: | `--flag` | `TERDUT_FLAG` | ...
+// settingsRowPattern reads a row of the reference's tables: | `--flag` | `TERDUT_FLAG` | ...
 var settingsRowPattern = regexp.MustCompile("^\\| (?:`--([a-z0-9-]+)`|\\(none\\)) \\| `(TERDUT_[A-Z0-9_]+)` \\|")
 
-// TestSettingsReference checks that the settings table of the README has a row for every
-// flag of the binary, with the flag's own TERDUT_* variable, and no row for a flag the
-// binary does not have.
+// TestSettingsReference checks that the settings page has a row for every flag of the
+// binary, with the flag's own TERDUT_* variable, in the group `terdut-server --help` shows it
+// in, and no row for a flag the binary does not have; and a row for each variable that has no
+// flag.
 func TestSettingsReference(t *testing.T) {
 	b, err := os.ReadFile(settingsReference)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(b), "\n## Settings\n")
-	if !ok {
-		t.Fatalf("got no \"## Settings\" section in %s, want the settings reference there", settingsReference)
-	}
-	section, _, _ = strings.Cut(section, "\n## ")
-	flags := mustServeFlags(t)
+	flags, vars := mustServeFlags(t), mustServeVariables(t)
+	helpGroups := mustHelpGroups(t)
 	var listed []string
-	for _, line := range strings.Split(section, "\n") {
+	group := ""
+	for _, line := range strings.Split(string(b), "\n") {
+		if title, ok := strings.CutPrefix(line, "## "); ok {
+			group = title
+		}
 		if !strings.HasPrefix(line, "| `") && !strings.HasPrefix(line, "| (none)") {
 			continue
 		}
@@ -42,19 +45,96 @@ func TestSettingsReference(t *testing.T) {
 			if slices.Contains(flags, envFlag(m[2])) {
 				t.Errorf("got %s without its flag, want the row of --%s", m[2], envFlag(m[2]))
 			}
+			if !slices.Contains(vars, m[2]) {
+				t.Errorf("got a row for %s, want only variables cmd/terdut-server reads (%s)", m[2], strings.Join(vars, ", "))
+			}
+			listed = append(listed, m[2])
 			continue
 		}
 		if envFlag(m[2]) != m[1] {
 			t.Errorf("got --%s with the variable %s, want TERDUT_%s", m[1], m[2], strings.ToUpper(strings.ReplaceAll(m[1], "-", "_")))
 		}
 		if !slices.Contains(flags, m[1]) {
-			t.Errorf("got a row for --%s, want only flags of config.go (%s)", m[1], strings.Join(flags, ", "))
+			t.Errorf("got a row for --%s, want only flags of config*.go (%s)", m[1], strings.Join(flags, ", "))
+		}
+		if helpGroups[m[1]] != group {
+			t.Errorf("got --%s under %q, want it under %q, as terdut-server --help shows it", m[1], group, helpGroups[m[1]])
 		}
 		listed = append(listed, m[1])
 	}
-	for _, f := range flags {
+	for _, f := range append(flags, vars...) {
 		if !slices.Contains(listed, f) {
-			t.Errorf("got no row for --%s in %s's settings, want every flag listed there", f, settingsReference)
+			t.Errorf("got no row for %s in %s, want every flag and variable listed there", f, settingsReference)
 		}
 	}
+}
+
+// variablePattern finds the variables without a flag that cmd/terdut-server reads itself,
+// such as getenv("TERDUT_OIDC_CLIENT_SECRET").
+var variablePattern = regexp.MustCompile(`getenv\("(TERDUT_[A-Z0-9_]+)"\)`)
+
+// mustServeVariables returns the TERDUT_* variables that config*.go reads by name: secrets,
+// which have no flag.
+func mustServeVariables(t *testing.T) []string {
+	t.Helper()
+	files, err := filepath.Glob("../cmd/terdut-server/config*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vars []string
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range variablePattern.FindAllStringSubmatch(string(src), -1) {
+			if !slices.Contains(vars, m[1]) {
+				vars = append(vars, m[1])
+			}
+		}
+	}
+	if !slices.Contains(vars, "TERDUT_OIDC_CLIENT_SECRET") {
+		t.Fatalf("got variables %v from config*.go, want TERDUT_OIDC_CLIENT_SECRET among them: has the way they are read changed?", vars)
+	}
+	return vars
+}
+
+// mustServerBinary builds terdut-server into a directory of the test and returns its path.
+func mustServerBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "terdut-server")
+	build := exec.Command("go", "build", "-o", bin, "../cmd/terdut-server")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// helpFlagPattern reads a flag's first line in terdut-server --help.
+var helpFlagPattern = regexp.MustCompile(`^  --([a-z0-9-]+)`)
+
+// mustHelpGroups returns the group each flag is under in terdut-server --help.
+func mustHelpGroups(t *testing.T) map[string]string {
+	t.Helper()
+	out, err := exec.Command(mustServerBinary(t), "--help").Output()
+	if err != nil {
+		t.Fatalf("terdut-server --help: %v", err)
+	}
+	groups := map[string]string{}
+	group := ""
+	for _, line := range strings.Split(string(out), "\n") {
+		if title, ok := strings.CutSuffix(line, ":"); ok && line != "" && !strings.HasPrefix(line, " ") {
+			group = title
+		}
+		if m := helpFlagPattern.FindStringSubmatch(line); m != nil {
+			groups[m[1]] = group
+		}
+	}
+	if len(groups) < 10 {
+		t.Fatalf("got %d flags in terdut-server --help, want them all:\n%s", len(groups), out)
+	}
+	return groups
 }

@@ -112,7 +112,11 @@ say "building terdut-server (CGO_ENABLED=0)"
 ctx=$work/context
 mkdir -p "$ctx"
 cp "$repo/go.mod" "$repo/go.sum" "$ctx/"
-(cd "$repo" && CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$ctx/terdut-server" ./cmd/terdut-server)
+# The version and revision the binary reports (terdut-server --version, terdut_build_info).
+version=$(git -C "$repo" describe --tags --always --dirty 2>/dev/null || echo devel)
+revision=$(git -C "$repo" rev-parse HEAD 2>/dev/null || echo unknown)
+(cd "$repo" && CGO_ENABLED=0 go build -trimpath -ldflags="-s -w -X main.version=$version -X main.revision=$revision" \
+  -o "$ctx/terdut-server" ./cmd/terdut-server)
 say "building $image from $builder and $runtime"
 DOCKER_BUILDKIT=0 docker build -q -f "$repo/Dockerfile" --build-arg "BUILDER_IMAGE=$builder" \
   --build-arg "RUNTIME_IMAGE=$runtime" --build-arg PREBUILT=1 -t "$image" "$ctx" >/dev/null

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -14,7 +15,12 @@ import (
 // the page GET /api/audit answers, with the same filters, given as name=value arguments
 // (actor=5, event=user.*, limit=100, before=1234).
 func audit(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	url, rest, err := parseDatabaseFlags("terdut-server audit", args, getenv, stderr)
+	help := func(fs *flag.FlagSet) func(io.Writer) {
+		return databaseHelp("terdut-server audit [flags] [actor=ID] [event=NAME] [limit=N] [before=ID]",
+			"Prints the audit of administrative actions as JSON, newest first: the page GET /api/audit answers, "+
+				"with the same filters (actor=5, event=user.*, limit=100, before=1234).", fs)
+	}
+	url, rest, err := parseDatabaseFlags("terdut-server audit", help, args, getenv, stdout)
 	if err != nil {
 		return err
 	}

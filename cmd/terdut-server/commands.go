@@ -12,23 +12,22 @@ import (
 	"github.com/terdut-server/terdut-server/internal/store"
 )
 
-// parseDatabaseFlags reads the only settings the offline commands need.
-func parseDatabaseFlags(name string, args []string, getenv func(string) string, stderr io.Writer) (string, []string, error) {
+// parseDatabaseFlags reads the only settings the offline commands need, and returns the URL
+// to connect with and the arguments after the flags. Asked for help, it writes help to stdout
+// and returns flag.ErrHelp.
+func parseDatabaseFlags(name string, help func(*flag.FlagSet) func(io.Writer), args []string, getenv func(string) string, stdout io.Writer) (string, []string, error) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	url := fs.String("database-url", "", "Postgres URL")
-	file := fs.String("database-url-file", "", "file holding the Postgres URL")
-	if err := fs.Parse(args); err != nil {
+	var db DatabaseConfig
+	db.define(fs)
+	if err := parseFlags(fs, args, help(fs), stdout); err != nil {
 		return "", nil, err
 	}
 	given, err := applyEnv(fs, getenv)
 	if err != nil {
 		return "", nil, err
 	}
-	u, err := valueOrFile(given, *url, *file, "database-url")
-	if err == nil && u == "" {
-		err = errors.New("no database: set --database-url or TERDUT_DATABASE_URL (or TERDUT_DATABASE_URL_FILE)")
-	} else if err == nil {
+	u, err := db.resolve(given, getenv)
+	if err == nil {
 		if err = store.CheckURL(u); err != nil {
 			err = fmt.Errorf("--database-url: %w", err)
 		}
@@ -38,7 +37,11 @@ func parseDatabaseFlags(name string, args []string, getenv func(string) string, 
 
 // migrate applies pending migrations and exits.
 func migrate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	url, rest, err := parseDatabaseFlags("terdut-server migrate", args, getenv, stderr)
+	help := func(fs *flag.FlagSet) func(io.Writer) {
+		return databaseHelp("terdut-server migrate [flags]", "Applies the database migrations this terdut-server ships and exits. "+
+			"serve does it when it starts; migrate does it ahead of a rollout.", fs)
+	}
+	url, rest, err := parseDatabaseFlags("terdut-server migrate", help, args, getenv, stdout)
 	if err != nil {
 		return err
 	}
@@ -57,14 +60,22 @@ func migrate(ctx context.Context, args []string, getenv func(string) string, std
 // access: the same store code and audit as the HTTP endpoints, with the actor "cli".
 func bootstrap(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return errors.New("usage: terdut-server bootstrap status|claim|reset [--database-url URL]")
+		return errors.New("usage: terdut-server bootstrap status|claim|reset [flags] (see terdut-server bootstrap --help)")
 	}
 	sub := args[0]
-	if sub != "status" && sub != "claim" && sub != "reset" {
-		// Refuse before touching the database: opening it would migrate it.
-		return fmt.Errorf("unknown bootstrap command %q: use status, claim or reset", sub)
+	if isHelp(sub) {
+		fmt.Fprint(stdout, bootstrapUsage)
+		return nil
 	}
-	url, rest, err := parseDatabaseFlags("terdut-server bootstrap "+sub, args[1:], getenv, stderr)
+	about, ok := bootstrapCommands[sub]
+	if !ok {
+		// Refuse before touching the database: opening it would migrate it.
+		return fmt.Errorf("unknown bootstrap command %q: use status, claim or reset (see terdut-server bootstrap --help)", sub)
+	}
+	help := func(fs *flag.FlagSet) func(io.Writer) {
+		return databaseHelp("terdut-server bootstrap "+sub+" [flags]", about, fs)
+	}
+	url, rest, err := parseDatabaseFlags("terdut-server bootstrap "+sub, help, args[1:], getenv, stdout)
 	if err != nil {
 		return err
 	}
@@ -113,6 +124,28 @@ func bootstrap(ctx context.Context, args []string, getenv func(string) string, s
 			"revoked_api_keys": res.RevokedAPIKeys, "revoked_sessions": res.RevokedSessions})
 	}
 }
+
+// bootstrapCommands are what each bootstrap command does, for its --help.
+var bootstrapCommands = map[string]string{
+	"status": "Prints the claim's state, its generation and the newest rows of its audit as JSON.",
+	"claim": "Claims the install directly in the database, as POST /api/bootstrap does, and prints the new " +
+		"bootstrap principal's API key once, as JSON. Fails while the install is claimed: run bootstrap reset first.",
+	"reset": "Reopens the claim directly in the database, as POST /api/bootstrap/reset does: revokes the bootstrap " +
+		"principal's API keys and sessions, and nobody can sign in until the install is claimed again.",
+}
+
+// bootstrapUsage is terdut-server bootstrap --help.
+const bootstrapUsage = `usage: terdut-server bootstrap status|claim|reset [flags]
+
+Acts on the bootstrap claim directly in the database, for an administrator with shell access
+(kubectl exec): the same code as the HTTP endpoints, recorded in the audit with the actor "cli".
+
+  status   print the claim's state as JSON
+  claim    claim the install; prints the new API key once, as JSON
+  reset    reopen the claim: revoke the bootstrap principal's keys and sessions
+
+Each takes the database settings: terdut-server bootstrap COMMAND --help lists them.
+`
 
 // statusAuditRows is how many of the newest audit rows `bootstrap status` shows.
 const statusAuditRows = 10

@@ -81,7 +81,7 @@ func TestMigrate(t *testing.T) {
 	})
 	t.Run("ErrNoDatabase", func(t *testing.T) {
 		r := runCmd(t, env{}, "migrate")
-		if r.Err == nil || !strings.Contains(r.Err.Error(), "no database: set --database-url or TERDUT_DATABASE_URL") {
+		if r.Err == nil || !strings.Contains(r.Err.Error(), "no database: set --database-url, TERDUT_DATABASE_URL or TERDUT_DATABASE_URL_FILE") {
 			t.Errorf("got %v, want a no database error", r.Err)
 		}
 	})

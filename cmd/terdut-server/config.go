@@ -27,7 +27,9 @@ type Config struct {
 	OperatorListen    string // empty: Listen serves the operator's endpoints too
 	TLSCertFile       string // empty: plain http
 	TLSKeyFile        string
-	DatabaseURL       string
+	MetricsListen     string // empty: Listen serves /metrics
+	Database          DatabaseConfig
+	DatabaseURL       string // the URL to connect with, credentials and all: never print it
 	PublicURL         *url.URL
 	BootstrapGate     bool
 	OperatorTokenFile string
@@ -63,18 +65,18 @@ type Config struct {
 }
 
 // parseConfig fills a Config from args and the environment and validates it once, with
-// messages that say which setting is wrong and how to fix it.
-func parseConfig(name string, args []string, getenv func(string) string, stderr io.Writer) (Config, error) {
+// messages that say which setting is wrong and how to fix it. Asked for help, it writes it to
+// stdout and returns flag.ErrHelp.
+func parseConfig(name string, args []string, getenv func(string) string, stdout io.Writer) (Config, error) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	var c Config
-	var publicURL, dbURLFile, secretFile, scopes, allowed, admins, origins, logLevel, proxies string
+	var publicURL, secretFile, scopes, allowed, admins, origins, logLevel, proxies string
 	fs.StringVar(&c.Listen, "listen", ":8080", "address to listen on")
 	fs.StringVar(&c.OperatorListen, "operator-listen", "", "address of a second listener for the operator's endpoints alone (the claim, its status and the reset), which --listen then answers 404, such as :8081; empty: --listen serves them")
-	fs.StringVar(&c.TLSCertFile, "tls-cert-file", "", "PEM certificate chain that both listeners serve https with, re-read when it changes (such as a cert-manager Secret's tls.crt); empty: plain http")
+	fs.StringVar(&c.TLSCertFile, "tls-cert-file", "", "PEM certificate chain that every listener serves https with, re-read when it changes (such as a cert-manager Secret's tls.crt); empty: plain http")
 	fs.StringVar(&c.TLSKeyFile, "tls-key-file", "", "PEM private key of --tls-cert-file (such as a cert-manager Secret's tls.key)")
-	fs.StringVar(&c.DatabaseURL, "database-url", "", "Postgres URL (postgres://user:pass@host:5432/db)")
-	fs.StringVar(&dbURLFile, "database-url-file", "", "file holding the Postgres URL, instead of --database-url")
+	fs.StringVar(&c.MetricsListen, "metrics-listen", "", "address of a listener of its own for GET /metrics, which --listen then answers 404, such as :9090; empty: --listen serves /metrics")
+	c.Database.define(fs)
 	fs.StringVar(&publicURL, "public-url", "http://localhost:8080", "URL where people reach this server")
 	fs.BoolVar(&c.BootstrapGate, "bootstrap-gate", true, "refuse every sign-in until the install is claimed")
 	fs.StringVar(&c.OperatorTokenFile, "operator-token-file", "", "file of operator tokens, one a line (32+ characters each)")
@@ -107,18 +109,20 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 	fs.DurationVar(&c.AccessLogInterval, "access-log-interval", 100*time.Millisecond, "how long an access line may wait to be written with others (what a crash can lose); 0: each at once")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 20*time.Second, "how long to drain requests on SIGTERM")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, serveHelp(fs), stdout); err != nil {
 		return Config{}, err
 	}
 	if fs.NArg() > 0 {
-		return Config{}, fmt.Errorf("unexpected argument %q (settings are flags: see -h)", fs.Arg(0))
+		return Config{}, fmt.Errorf("unexpected argument %q (settings are flags: see terdut-server --help)", fs.Arg(0))
 	}
 	given, err := applyEnv(fs, getenv)
 	if err != nil {
 		return Config{}, err
 	}
-	if c.DatabaseURL, err = valueOrFile(given, c.DatabaseURL, dbURLFile, "database-url"); err != nil {
-		return Config{}, err
+	var dbErr error
+	c.DatabaseURL, dbErr = c.Database.resolve(given, getenv)
+	if dbErr != nil && !errors.Is(dbErr, errNoDatabase) {
+		return Config{}, dbErr
 	}
 	if c.OIDCClientSecret, err = fromFile(getenv("TERDUT_OIDC_CLIENT_SECRET"), secretFile, "oidc-client-secret"); err != nil {
 		return Config{}, err
@@ -140,7 +144,7 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 func (c Config) validate() error {
 	var problems []string
 	if c.DatabaseURL == "" {
-		problems = append(problems, "no database: set --database-url or TERDUT_DATABASE_URL (or TERDUT_DATABASE_URL_FILE), e.g. postgres://terdut:secret@localhost:5432/terdut")
+		problems = append(problems, errNoDatabase.Error())
 	} else if err := store.CheckURL(c.DatabaseURL); err != nil {
 		problems = append(problems, "--database-url: "+err.Error())
 	}
@@ -149,6 +153,9 @@ func (c Config) validate() error {
 	}
 	if _, port, _ := net.SplitHostPort(c.OperatorListen); c.OperatorListen != "" && c.OperatorListen == c.Listen && port != "0" {
 		problems = append(problems, fmt.Sprintf("--operator-listen %s is --listen's address: give the operator's endpoints a port of their own, such as :8081", c.OperatorListen))
+	}
+	if _, port, _ := net.SplitHostPort(c.MetricsListen); c.MetricsListen != "" && (c.MetricsListen == c.Listen || c.MetricsListen == c.OperatorListen) && port != "0" {
+		problems = append(problems, fmt.Sprintf("--metrics-listen %s is the address of another listener: give /metrics a port of its own, such as :9090", c.MetricsListen))
 	}
 	if c.PasswordCost < bcrypt.MinCost || c.PasswordCost > bcrypt.MaxCost {
 		problems = append(problems, fmt.Sprintf("--password-hash-cost %d: use %d to %d", c.PasswordCost, bcrypt.MinCost, bcrypt.MaxCost))

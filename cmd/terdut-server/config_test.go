@@ -36,6 +36,7 @@ func TestParseConfig(t *testing.T) {
 	urlFile := mustFile(t, "database-url", "  postgres://terdut@from-file:5432/terdut\n")
 	otherURLFile := mustFile(t, "other-database-url", "postgres://terdut@other-file:5432/terdut")
 	secretFile := mustFile(t, "client-secret", "client-secret-from-file\n")
+	dbPasswordFile := mustFile(t, "password", "pw-from-file\n")
 	caFile := mustCAFile(t)
 
 	tests := []struct {
@@ -99,6 +100,30 @@ func TestParseConfig(t *testing.T) {
 			want: func(c *Config, _ *string) { c.DatabaseURL = "postgres://terdut@from-file:5432/terdut" }},
 		{name: "DatabaseURLSeveralHosts", env: env{"TERDUT_DATABASE_URL": testFailoverDB},
 			want: func(c *Config, _ *string) { c.DatabaseURL = testFailoverDB }},
+		// A postgres-operator credentials Secret: the URL names no secret, the user and the
+		// password come apart.
+		{name: "DatabaseUserAndPasswordFile", args: []string{"--database-user", "zalando.user", "--database-password-file", dbPasswordFile},
+			env: env{"TERDUT_DATABASE_URL": "postgres://db.example:5432/terdut?sslmode=require"},
+			want: func(c *Config, _ *string) {
+				c.DatabaseURL = "postgres://zalando.user:pw-from-file@db.example:5432/terdut?sslmode=require"
+			}},
+		{name: "DatabasePasswordFileEnvKeepsURLUser", env: env{"TERDUT_DATABASE_URL": testDB, "TERDUT_DATABASE_PASSWORD_FILE": dbPasswordFile},
+			want: func(c *Config, _ *string) { c.DatabaseURL = "postgres://terdut:pw-from-file@db.example:5432/terdut" }},
+		{name: "DatabasePasswordEnv", env: env{"TERDUT_DATABASE_URL": testFailoverDB, "TERDUT_DATABASE_PASSWORD": "p@ss/w:rd",
+			"TERDUT_DATABASE_USER": "other"},
+			want: func(c *Config, _ *string) {
+				c.DatabaseURL = "postgres://other:p%40ss%2Fw%3Ard@db-0.example:5432,db-1.example:5432/terdut?target_session_attrs=read-write"
+			}},
+		{name: "DatabasePasswordFileBeatsEnv", env: env{"TERDUT_DATABASE_URL": testDB, "TERDUT_DATABASE_PASSWORD": "from-env",
+			"TERDUT_DATABASE_PASSWORD_FILE": dbPasswordFile},
+			want: func(c *Config, _ *string) { c.DatabaseURL = "postgres://terdut:pw-from-file@db.example:5432/terdut" }},
+		{name: "DatabaseUserOverridesURLPassword", env: env{"TERDUT_DATABASE_URL": "postgres://a:urlpw@db.example:5432/terdut",
+			"TERDUT_DATABASE_USER": "b"},
+			want: func(c *Config, _ *string) { c.DatabaseURL = "postgres://b:urlpw@db.example:5432/terdut" }},
+		{name: "MetricsListen", args: []string{"--metrics-listen", ":9090"}, env: env{"TERDUT_DATABASE_URL": testDB},
+			want: func(c *Config, _ *string) { c.MetricsListen = ":9090" }},
+		{name: "MetricsListenEnv", env: env{"TERDUT_DATABASE_URL": testDB, "TERDUT_METRICS_LISTEN": "127.0.0.1:9090"},
+			want: func(c *Config, _ *string) { c.MetricsListen = "127.0.0.1:9090" }},
 		{name: "OIDCSecretFile", args: []string{"--database-url", testDB, "--oidc-issuer", "https://idp.example/realms/x",
 			"--oidc-client-id", "terdut", "--oidc-client-secret-file", secretFile, "--oidc-groups-claim", "roles",
 			"--oidc-allowed-groups", " oncall, sre ,,", "--oidc-admin-groups", "sre",
@@ -178,6 +203,9 @@ func TestParseConfig(t *testing.T) {
 				t.Errorf("got public URL %v, want %s", got.PublicURL, wantURL)
 			}
 			got.PublicURL = nil
+			// Where the URL came from is the banner's (TestServe_BannerClaimCommandRuns);
+			// DatabaseURL is what the server connects with.
+			got.Database = DatabaseConfig{}
 			if !reflect.DeepEqual(got, want) {
 				t.Errorf("got %+v,\nwant %+v", got, want)
 			}
@@ -187,6 +215,7 @@ func TestParseConfig(t *testing.T) {
 
 func TestParseConfig_Invalid(t *testing.T) {
 	emptyFile := mustFile(t, "empty", " \n")
+	pwFile := mustFile(t, "password", secretPassword)
 	db := env{"TERDUT_DATABASE_URL": testDB}
 	oidc := env{"TERDUT_DATABASE_URL": testDB, "TERDUT_OIDC_ISSUER": "https://idp.example", "TERDUT_OIDC_CLIENT_ID": "terdut",
 		"TERDUT_OIDC_CLIENT_SECRET": "s"}
@@ -196,7 +225,22 @@ func TestParseConfig_Invalid(t *testing.T) {
 		env  env
 		want []string // every one must be in the error
 	}{
-		{name: "ErrNoDatabase", want: []string{"no database", "--database-url", "TERDUT_DATABASE_URL", "TERDUT_DATABASE_URL_FILE"}},
+		{name: "ErrNoDatabase", want: []string{"no database", "--database-url", "TERDUT_DATABASE_URL", "TERDUT_DATABASE_URL_FILE",
+			"--database-password-file", `TERDUT_DATABASE_URL="$(scripts/devdb.sh url)" bin/terdut-server`}},
+		{name: "ErrDatabasePasswordTwice", args: []string{"--database-password-file", pwFile},
+			env:  env{"TERDUT_DATABASE_URL": "postgres://terdut:" + secretPassword + "@db.example/terdut"},
+			want: []string{"--database-url carries a password and --database-password-file gives one too", "remove it from the URL"}},
+		{name: "ErrDatabasePasswordEnvTwice", env: env{"TERDUT_DATABASE_URL": "postgres://terdut:" + secretPassword + "@db.example/terdut",
+			"TERDUT_DATABASE_PASSWORD": "other"},
+			want: []string{"--database-url carries a password and TERDUT_DATABASE_PASSWORD gives one too"}},
+		{name: "ErrDatabasePasswordKeywordValue", env: env{"TERDUT_DATABASE_URL": "host=db.example user=terdut", "TERDUT_DATABASE_PASSWORD_FILE": pwFile},
+			want: []string{"--database-url", "postgres://[user@]host:port/dbname"}},
+		{name: "ErrDatabasePasswordFileEmpty", args: []string{"--database-password-file", emptyFile}, env: db,
+			want: []string{"--database-password-file", "is empty"}},
+		{name: "ErrDatabasePasswordFileMissing", args: []string{"--database-password-file", "/nonexistent/terdut-db-password"}, env: db,
+			want: []string{"--database-password-file", "/nonexistent/terdut-db-password"}},
+		{name: "ErrMetricsListenIsListen", args: []string{"--listen", ":8080", "--metrics-listen", ":8080"}, env: db,
+			want: []string{"--metrics-listen :8080", "a port of its own"}},
 		{name: "ErrDatabaseURLSeveralHostsAnyServer", env: env{"TERDUT_DATABASE_URL": "postgres://terdut@h1:5432,h2:5432/terdut"},
 			want: []string{"--database-url", "lists 2 hosts", "target_session_attrs=read-write"}},
 		{name: "ErrDatabaseURLMalformed", env: env{"TERDUT_DATABASE_URL": "postgres://terdut@[::1/terdut"},
@@ -290,6 +334,7 @@ func TestParseConfig_Invalid(t *testing.T) {
 					t.Errorf("got error %q, want it to mention %q", err, w)
 				}
 			}
+			mustNotContain(t, "the error", err.Error(), secretPassword)
 		})
 	}
 }

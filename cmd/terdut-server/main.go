@@ -6,6 +6,8 @@
 //	                                          act on the bootstrap claim directly in the database
 //	terdut-server audit [flags] [actor=ID] [event=NAME] [limit=N] [before=ID]
 //	                                          print the audit of administrative actions
+//	terdut-server version                     print the version (also --version)
+//	terdut-server help [command]              the commands and the flags (also --help)
 package main
 
 import (
@@ -37,6 +39,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	cmd := "serve"
 	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
 		cmd, args = args[0], args[1:]
+	} else if len(args) > 0 && (args[0] == "--version" || args[0] == "-version") {
+		cmd, args = "version", args[1:]
 	}
 	var err error
 	switch cmd {
@@ -48,12 +52,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		err = bootstrap(ctx, args, getenv, stdout, stderr)
 	case "audit":
 		err = audit(ctx, args, getenv, stdout, stderr)
+	case "version":
+		err = printVersion(stdout, args)
 	case "help":
-		fmt.Fprintln(stdout, "usage: terdut-server [serve|migrate|bootstrap status|claim|reset|audit] [flags]; -h lists the flags")
+		// help COMMAND is COMMAND --help; help alone is serve's, which lists the commands too.
+		if len(args) > 0 && args[0] != "help" {
+			return run(ctx, []string{args[0], "--help"}, getenv, stdout, stderr)
+		}
+		err = serve(ctx, []string{"--help"}, getenv, stdout, stderr)
 	default:
-		err = fmt.Errorf("unknown command %q: use serve, migrate, bootstrap or audit", cmd)
+		err = fmt.Errorf("unknown command %q: use serve, migrate, bootstrap, audit or version (see terdut-server --help)", cmd)
 	}
-	// -h printed the flags, as asked: that is not a failure.
+	// --help printed the help, as asked: that is not a failure.
 	if errors.Is(err, flag.ErrHelp) {
 		return nil
 	}

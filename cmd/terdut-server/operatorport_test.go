@@ -104,12 +104,19 @@ func TestServe_TLS(t *testing.T) {
 	t.Run("OnePort", func(t *testing.T) {
 		certFile, keyFile := ca.MustLeaf(t).MustWrite(t, t.TempDir())
 		srv := startServeWith(t, env{"TERDUT_DATABASE_URL": pgtest.MustEmptyDatabase(t),
-			"TERDUT_TLS_CERT_FILE": certFile, "TERDUT_TLS_KEY_FILE": keyFile}, hc)
+			"TERDUT_TLS_CERT_FILE": certFile, "TERDUT_TLS_KEY_FILE": keyFile}, hc, "--metrics-listen", "127.0.0.1:0")
 		if !strings.HasPrefix(srv.URL, "https://") || srv.OperatorURL != "" {
 			t.Fatalf("got URLs %q and %q, want one https URL", srv.URL, srv.OperatorURL)
 		}
 		status, body := srv.do(t, http.MethodPost, "/api/bootstrap", "")
 		mustStatus(t, "claim over https", status, body, http.StatusCreated, nil)
+		// The metrics port serves https with the same pair.
+		metricsURL := listenURL(srv.Stderr.String(), "terdut-server listening for metrics")
+		if !strings.HasPrefix(metricsURL, "https://") {
+			t.Fatalf("metrics URL: got %q, want https", metricsURL)
+		}
+		status, body = srv.doAt(t, metricsURL, http.MethodGet, "/metrics", "")
+		mustStatus(t, "GET /metrics over https", status, body, http.StatusOK, nil)
 		mustContain(t, "stderr (the public URL is the default, http)", srv.Stderr.String(), warning)
 	})
 

@@ -34,7 +34,7 @@ func accessLog(cfg Config, logs *logbuf.Writer) io.Writer {
 
 // serve migrates the database, then serves until ctx is cancelled, draining requests in flight.
 func serve(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	cfg, err := parseConfig("terdut-server", args, getenv, stderr)
+	cfg, err := parseConfig("terdut-server", args, getenv, stdout)
 	if err != nil {
 		return err
 	}
@@ -76,14 +76,16 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		return err
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	build := readBuildInfo()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		newBuildInfoMetric(build))
 	opts := api.Options{PublicURL: cfg.PublicURL, Gate: cfg.BootstrapGate, PasswordLogin: cfg.PasswordLogin,
 		SessionTTL: cfg.SessionTTL, OperatorTokens: tokens, OperatorIdentity: identity, Passwords: passwords, Logger: log,
 		AccessLog:  accessLog(cfg, logs),
 		ResetLimit: store.RateLimit{Max: cfg.ResetMax, Window: cfg.ResetWindow},
 		LoginLimit: store.RateLimit{Max: cfg.LoginLimitMax, Window: cfg.LoginLimitWindow}, Registry: reg, Gatherer: reg,
 		OIDCPendingLimit: cfg.OIDCPendingLimit, APIKeysPerUser: cfg.APIKeysPerUser, SSOAPIKeyMaxTTL: cfg.SSOAPIKeyMaxTTL,
-		SSOKeySignInWindow: cfg.SSOKeySignIn}
+		SSOKeySignInWindow: cfg.SSOKeySignIn, MetricsOwnPort: cfg.MetricsListen != ""}
 	opts.LoginRatePerAddress, opts.TrustedProxies = cfg.LoginRatePerIP, cfg.TrustedProxies
 	if cfg.OIDCIssuer != "" {
 		opts.OIDC = &api.OIDCOptions{Issuer: cfg.OIDCIssuer, ClientID: cfg.OIDCClientID, ClientSecret: cfg.OIDCClientSecret,
@@ -96,37 +98,54 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	} else {
 		people = api.NewServer(st, opts)
 	}
-	ports, err := openPorts(cfg, people, operator, pair, log)
+	var metricsHandler http.Handler
+	if cfg.MetricsListen != "" {
+		metricsHandler = api.NewMetricsHandler(reg)
+	}
+	ports, err := openPorts(cfg, people, operator, metricsHandler, pair, log)
 	if err != nil {
 		return err
 	}
 	log.Info(ports[0].msg, "addr", ports[0].ln.Addr().String(), "public_url", cfg.PublicURL.String(),
-		"tls", pair != nil, "bootstrap_gate", cfg.BootstrapGate, "sso", cfg.OIDCIssuer != "", "password_login", cfg.PasswordLogin)
+		"tls", pair != nil, "bootstrap_gate", cfg.BootstrapGate, "sso", cfg.OIDCIssuer != "", "password_login", cfg.PasswordLogin,
+		"version", build.Version, "revision", build.Revision)
 	claimURL := cfg.PublicURL.String()
 	for _, p := range ports[1:] {
 		log.Info(p.msg, "addr", p.ln.Addr().String(), "tls", pair != nil)
-		claimURL = p.url()
+		if p.setting == "--operator-listen" {
+			claimURL = p.url()
+		}
 	}
 	printNextSteps(ctx, stdout, st, cfg, claimURL, tokens, identity)
 	defer startHousekeeping(ctx, st, cfg, log)()
 	return serveAll(ctx, ports, cfg.ShutdownTimeout, log)
 }
 
-// openPorts listens on --listen for people and, when operator is not nil, on
-// --operator-listen for the operator; both or neither.
-func openPorts(cfg Config, people, operator http.Handler, pair *certfile.Pair, log *slog.Logger) ([]*port, error) {
+// openPorts listens on --listen for people; when operator is not nil, on --operator-listen
+// for the operator; and when metrics is not nil, on --metrics-listen for GET /metrics. Every
+// port or none.
+func openPorts(cfg Config, people, operator, metrics http.Handler, pair *certfile.Pair, log *slog.Logger) ([]*port, error) {
 	p, err := listen("--listen", cfg.Listen, "terdut-server listening", people, pair, log)
 	if err != nil {
 		return nil, err
 	}
 	ports := []*port{p}
-	if operator != nil {
-		op, err := listen("--operator-listen", cfg.OperatorListen, "terdut-server listening for the operator", operator, pair, log)
+	for _, more := range []struct {
+		setting, addr, msg string
+		h                  http.Handler
+	}{
+		{"--operator-listen", cfg.OperatorListen, "terdut-server listening for the operator", operator},
+		{"--metrics-listen", cfg.MetricsListen, "terdut-server listening for metrics", metrics},
+	} {
+		if more.h == nil {
+			continue
+		}
+		p, err := listen(more.setting, more.addr, more.msg, more.h, pair, log)
 		if err != nil {
 			closeAll(ports)
 			return nil, err
 		}
-		ports = append(ports, op)
+		ports = append(ports, p)
 	}
 	return ports, nil
 }
@@ -221,11 +240,11 @@ func printNextSteps(ctx context.Context, w io.Writer, st *store.Store, cfg Confi
 	case identity != nil:
 		// Only the operator's service account can: its client reads its projected token.
 		fmt.Fprintf(w, "This install is not claimed yet; nobody can sign in until it is. The operator claims it with "+
-			"a service-account token of %s (audience %s) from %s.\nOr run: terdut-server bootstrap claim\n",
-			strings.Join(cfg.OperatorOIDC.Subjects, " or "), cfg.OperatorOIDC.Audience, identity.Issuer())
+			"a service-account token of %s (audience %s) from %s.\n%s",
+			strings.Join(cfg.OperatorOIDC.Subjects, " or "), cfg.OperatorOIDC.Audience, identity.Issuer(), orRunClaim(cfg.Database))
 		return
 	}
 	fmt.Fprintf(w, "This install is not claimed yet; nobody can sign in until it is. Claim it with:\n"+
 		"  %s\n"+
-		"and keep the api_key it returns (it is shown once). Or run: terdut-server bootstrap claim\n", claim)
+		"and keep the api_key it returns (it is shown once). %s", claim, orRunClaim(cfg.Database))
 }

@@ -433,17 +433,18 @@ func TestServe_Refuses(t *testing.T) {
 func TestRun_Commands(t *testing.T) {
 	t.Run("ErrUnknown", func(t *testing.T) {
 		r := runCmd(t, env{}, "frobnicate")
-		if r.Err == nil || !strings.Contains(r.Err.Error(), `unknown command "frobnicate": use serve, migrate, bootstrap or audit`) {
+		if r.Err == nil || !strings.Contains(r.Err.Error(), `unknown command "frobnicate": use serve, migrate, bootstrap, audit or version`) {
 			t.Errorf("got %v, want an unknown command error", r.Err)
 		}
 	})
 	t.Run("Help", func(t *testing.T) {
 		r := mustRun(t, env{}, "help")
-		mustContain(t, "stdout", r.Stdout, "serve", "migrate", "bootstrap status|claim|reset")
+		mustContain(t, "stdout", r.Stdout, "serve", "migrate", "bootstrap status", "bootstrap claim", "bootstrap reset", "audit")
 	})
 	t.Run("FlagsHelp", func(t *testing.T) {
+		// Help asked for goes to stdout (see TestHelp_EveryFlag).
 		r := mustRun(t, env{}, "-h")
-		mustContain(t, "stderr", r.Stderr, "-database-url", "-operator-token-file", "-bootstrap-gate", "-listen")
+		mustContain(t, "stdout", r.Stdout, "--database-url", "--operator-token-file", "--bootstrap-gate", "--listen")
 	})
 	t.Run("ErrNotAFlag", func(t *testing.T) {
 		r := runCmd(t, env{"TERDUT_DATABASE_URL": testDB}, "serve", "now")

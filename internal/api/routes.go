@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
@@ -16,7 +17,9 @@ func (s *server) routes(split bool) (people, operator http.Handler) {
 	// Public: probes, metrics, pages and sign-in.
 	r.Method(http.MethodGet, "/healthz", handleHealthz())
 	r.Method(http.MethodGet, "/readyz", s.handleReadyz())
-	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(s.opts.Gatherer, promhttp.HandlerOpts{}))
+	if !s.opts.MetricsOwnPort {
+		r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(s.opts.Gatherer, promhttp.HandlerOpts{}))
+	}
 	r.Method(http.MethodGet, "/", s.handleHome())
 	r.Method(http.MethodGet, "/login", s.handleLoginPage())
 	r.Method(http.MethodGet, "/auth/oidc/login", s.handleOIDCLogin())
@@ -63,6 +66,18 @@ func (s *server) routes(split bool) (people, operator http.Handler) {
 		return s.handler(r), nil
 	}
 	return s.handler(r), s.handler(op)
+}
+
+// NewMetricsHandler returns the handler of a port for metrics alone (Options.MetricsOwnPort):
+// GET /metrics from g, and every other path the JSON 404 of the other ports. Its requests are
+// neither counted in the metrics nor logged: a scrape every few seconds would drown the rest.
+func NewMetricsHandler(g prometheus.Gatherer) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusNotFound, errorBody{Error: "No such endpoint: this port serves GET /metrics alone.", Code: "not_found"})
+	})
+	return mux
 }
 
 // newRouter returns a router that answers unknown paths and methods with the JSON errors.

@@ -81,6 +81,9 @@ type Options struct {
 	AccessLog        io.Writer // nil: none; else a line for every request, as Logger's JSON handler writes it (see accessLog)
 	Registry         prometheus.Registerer
 	Gatherer         prometheus.Gatherer
+	// MetricsOwnPort is true when GET /metrics is served on a port of its own
+	// (NewMetricsHandler): the handlers then answer it 404.
+	MetricsOwnPort bool
 
 	// OIDCPendingLimit bounds the sign-ins in progress (started, not finished, not expired)
 	// across replicas: past it, a new start ends the oldest; zero: 10000.
