@@ -115,13 +115,14 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 // openPorts listens on --listen for people and, when operator is not nil, on
 // --operator-listen for the operator; both or neither.
 func openPorts(cfg Config, people, operator http.Handler, pair *certfile.Pair, log *slog.Logger) ([]*port, error) {
-	p, err := listen("--listen", cfg.Listen, "terdut-server listening", people, pair, log)
+	errorLog := newErrorLog(log)
+	p, err := listen("--listen", cfg.Listen, "terdut-server listening", people, pair, errorLog)
 	if err != nil {
 		return nil, err
 	}
 	ports := []*port{p}
 	if operator != nil {
-		op, err := listen("--operator-listen", cfg.OperatorListen, "terdut-server listening for the operator", operator, pair, log)
+		op, err := listen("--operator-listen", cfg.OperatorListen, "terdut-server listening for the operator", operator, pair, errorLog)
 		if err != nil {
 			closeAll(ports)
 			return nil, err
