@@ -24,8 +24,8 @@ run: export TERDUT_PUBLIC_URL := $(TERDUT_PUBLIC_URL)
 run:
 	@if [[ -z "$${TERDUT_DATABASE_URL:-}" && -z "$${TERDUT_DATABASE_URL_FILE:-}" ]]; then \
 		scripts/devdb.sh start; \
-		export TERDUT_DATABASE_URL="$$(scripts/devdb.sh url)"; \
-		echo "make run: using the development database $$TERDUT_DATABASE_URL"; \
+		export TERDUT_DATABASE_URL="$$(scripts/devdb.sh url --password)"; \
+		echo "make run: using the development database $$(scripts/devdb.sh url)"; \
 	fi; \
 	$(GO) build -o bin/terdut-server ./cmd/terdut-server; \
 	exec bin/terdut-server $(ARGS)
