@@ -24,8 +24,9 @@ run: export TERDUT_PUBLIC_URL := $(TERDUT_PUBLIC_URL)
 run:
 	@if [[ -z "$${TERDUT_DATABASE_URL:-}" && -z "$${TERDUT_DATABASE_URL_FILE:-}" ]]; then \
 		scripts/devdb.sh start; \
-		export TERDUT_DATABASE_URL="$$(scripts/devdb.sh url)"; \
-		echo "make run: using the development database $$TERDUT_DATABASE_URL"; \
+		shown=$$(scripts/devdb.sh url); \
+		export TERDUT_DATABASE_URL="$${shown/:\*\*\*@/@}" TERDUT_DATABASE_PASSWORD_FILE="$(CURDIR)/.dev/password"; \
+		echo "make run: using the development database $$shown"; \
 	fi; \
 	$(GO) build -o bin/terdut-server ./cmd/terdut-server; \
 	exec bin/terdut-server $(ARGS)

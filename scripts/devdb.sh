@@ -7,8 +7,11 @@
 #          on 127.0.0.1:$TERDUT_DEV_PG_PORT (default 54329) and create database
 #          `terdut` if missing. Does nothing if it is already running.
 #   stop   fast shutdown of that server, if running.
-#   url    print the database URL, with the password, e.g.
-#          postgres://postgres:<password>@127.0.0.1:54329/terdut?sslmode=disable
+#   url    print the database URL with its password masked, for people and logs:
+#          postgres://postgres:***@127.0.0.1:54329/terdut?sslmode=disable
+#   url --password
+#          print the URL itself, to be captured, never shown:
+#          TERDUT_DATABASE_URL=$(scripts/devdb.sh url --password)
 #
 # Uses the PostgreSQL server binaries on PATH or the newest ones in
 # /usr/lib/postgresql/*/bin (Debian's postgresql package). A development
@@ -21,7 +24,10 @@
 # .dev through the checkout's parents (a checkout under /root), the cluster lives
 # instead in a directory of its own, made private to postgres, under /var/tmp
 # ($TERDUT_DEV_PG_OUTSIDE) and named by the checkout, recorded in
-# .dev/cluster-dir; the password stays in .dev.
+# .dev/cluster-dir; the password stays in .dev. Root acts on nothing in a directory
+# postgres owns (the cluster's, its run directory, the one outside .dev): a link that
+# whoever runs as postgres puts there would take root's act anywhere. postgres makes,
+# closes and reads those itself.
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -62,14 +68,28 @@ prepare() {
       outside
     fi
   fi
-  mkdir -p "$data" "$run"
-  chmod 700 "$data" "$run"
-  if [[ $(id -u) == 0 ]]; then
-    chown -R postgres:postgres "$data" "$run"
+  if [[ $(id -u) != 0 ]]; then
+    mkdir -p "$data" "$run"
+    chmod 700 "$data" "$run"
+    return
+  fi
+  if [[ $cluster == "$repo/.dev" ]]; then
+    # .dev is root's, so postgres cannot put a link in it: root makes the cluster's two
+    # directories there (mkdir fails on a link) and hands them over, once.
+    local d
+    for d in "$data" "$run"; do
+      [[ ! -L $d ]] || die "$d is a link: remove it"
+      [[ -d $d ]] || mkdir -m 700 "$d"
+      [[ $(stat -c %U "$d") == postgres ]] || chown -R postgres:postgres "$d"
+    done
     # postgres may pass through .dev, not write in it: root writes the password and the
     # cluster's place there, and must never write into a directory postgres owns.
-    [[ $cluster != "$repo/.dev" ]] || { chgrp postgres "$repo/.dev" && chmod 710 "$repo/.dev"; }
+    chgrp postgres "$repo/.dev" && chmod 710 "$repo/.dev"
   fi
+  # In postgres's directories postgres acts: through a link it planted it reaches only what
+  # it could anyway.
+  as_server mkdir -p "$data" "$run"
+  as_server chmod 700 "$data" "$run"
 }
 
 # outside: the cluster's directory when postgres cannot reach the checkout (as root under
@@ -97,7 +117,16 @@ password() {
   cat "$pwfile"
 }
 
-url() { echo "postgres://postgres:$(password)@127.0.0.1:$port/$dbname?sslmode=disable"; }
+# url [--password]: the database URL, its password masked unless --password is given.
+url() {
+  local pw='***'
+  case ${1:-} in
+    --password) pw=$(password) ;;
+    '') ;;
+    *) die "url: unknown option $1 (url --password prints the URL with its password)" ;;
+  esac
+  echo "postgres://postgres:$pw@127.0.0.1:$port/$dbname?sslmode=disable"
+}
 
 # secure: a cluster made by an earlier version trusted every local connection as its
 # superuser; give the superuser the password and ask for it from now on.
@@ -120,14 +149,14 @@ start() {
     # server's user writes it (root never writes into a directory postgres owns).
     password | as_server sh -c 'umask 077 && cat >"$1"' sh "$run/pwfile"
     as_server "$(bin initdb)" -D "$data" --auth=scram-sha-256 --pwfile="$run/pwfile" --username=postgres -E UTF8 --no-locale >"$repo/.dev/initdb.log" 2>&1 \
-      || { rm -f "$run/pwfile"; cat "$repo/.dev/initdb.log" >&2; die "initdb failed"; }
-    rm -f "$run/pwfile"
+      || { as_server rm -f "$run/pwfile"; cat "$repo/.dev/initdb.log" >&2; die "initdb failed"; }
+    as_server rm -f "$run/pwfile"
   fi
   if ! running; then
     prepare
     as_server "$(bin pg_ctl)" start -D "$data" -w -t 60 -l "$run/postgres.log" \
       -o "-p $port -k '$run' -c listen_addresses=127.0.0.1" >/dev/null \
-      || { tail -n 20 "$run/postgres.log" >&2; die "server did not start; log: $run/postgres.log"; }
+      || { as_server tail -n 20 "$run/postgres.log" >&2 || true; die "server did not start; log: $run/postgres.log"; }
   fi
   # The password goes in psql's environment, never in a command line that every local user
   # can read in /proc.
@@ -151,6 +180,6 @@ stop() {
 case ${1:-} in
   start) start ;;
   stop) stop ;;
-  url) url ;;
-  *) echo "usage: $0 start|stop|url" >&2; exit 2 ;;
+  url) url "${2:-}" ;;
+  *) echo "usage: $0 start|stop|url [--password]" >&2; exit 2 ;;
 esac

@@ -98,7 +98,7 @@ func TestDevDB_TouchesNothingOutsideDev(t *testing.T) {
 	if st, err := os.Lstat(dir); err != nil || !st.IsDir() || st.Mode().Perm() != 0o700 {
 		t.Errorf("the cluster's directory %s: got %v, %v, want a directory of mode 700", dir, st, err)
 	}
-	url, err := runDevDB(t, script, env, "url")
+	url, err := runDevDB(t, script, env, "url", "--password")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +163,7 @@ func TestDevDB_NoSuperuserForEveryone(t *testing.T) {
 	if out, err := runDevDB(t, script, env, "start"); err != nil {
 		t.Fatalf("devdb.sh start: %v\n%s", err, out)
 	}
-	url, err := runDevDB(t, script, env, "url")
+	url, err := runDevDB(t, script, env, "url", "--password")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,5 +238,126 @@ func TestDevDB_RootWritesNothingPostgresCanRedirect(t *testing.T) {
 	st, serr := os.Stat(victim)
 	if err != nil || serr != nil || string(b) != "root's\n" || st.Sys().(*syscall.Stat_t).Uid != 0 {
 		t.Fatalf("root's file through postgres's link: got %q (%v, %v), want it untouched and root's; output:\n%s", b, err, serr, out)
+	}
+}
+
+// TestDevDB_RootActsThroughNoLinkOfPostgres: where the cluster lives outside .dev, its
+// directory is postgres's, and so is whatever is in it: whoever runs as postgres can put a
+// link in place of the cluster's directories or of the server's log. As root, devdb.sh acts
+// on none of them: it used to chmod 700 whatever a link in place of pgdata named (any
+// directory, /etc included) and, when the server did not start, print the tail of whatever
+// file a link in place of run/postgres.log named (a file only root may read).
+func TestDevDB_RootActsThroughNoLinkOfPostgres(t *testing.T) {
+	asRoot(t)
+	asPostgres := func(c ...string) {
+		t.Helper()
+		if out, err := exec.Command("runuser", append([]string{"-u", "postgres", "--"}, c...)...).CombinedOutput(); err != nil {
+			t.Fatalf("as postgres, %v: %v\n%s", c, err, out)
+		}
+	}
+	t.Run("ClusterDirLink", func(t *testing.T) {
+		home, _, script, env := closedCheckout(t)
+		if out, err := runDevDB(t, script, env, "start"); err != nil {
+			t.Fatalf("start: %v\n%s", err, out)
+		}
+		if out, err := runDevDB(t, script, env, "stop"); err != nil {
+			t.Fatalf("stop: %v\n%s", err, out)
+		}
+		recorded, err := os.ReadFile(filepath.Join(home, "repo", ".dev", "cluster-dir"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := strings.TrimSpace(string(recorded))
+		victim := filepath.Join(openTempDir(t), "a-directory-of-roots")
+		if err := os.Mkdir(victim, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		asPostgres("mv", filepath.Join(dir, "pgdata"), filepath.Join(dir, "pgdata.moved"))
+		asPostgres("ln", "-s", victim, filepath.Join(dir, "pgdata"))
+		out, _ := runDevDB(t, script, env, "start")
+		st, err := os.Stat(victim)
+		if err != nil || st.Mode().Perm() != 0o755 || st.Sys().(*syscall.Stat_t).Uid != 0 {
+			t.Fatalf("root's directory through postgres's link in place of pgdata: got %v, %v, want mode 755 and root's as it was; output:\n%s", st.Mode(), err, out)
+		}
+		if entries, err := os.ReadDir(victim); err != nil || len(entries) != 0 {
+			t.Fatalf("root's directory through postgres's link: got %d entries, %v, want none made in it; output:\n%s", len(entries), err, out)
+		}
+	})
+	t.Run("ServerLogLink", func(t *testing.T) {
+		_, _, script, env := closedCheckout(t)
+		if out, err := runDevDB(t, script, env, "start"); err != nil {
+			t.Fatalf("start: %v\n%s", err, out)
+		}
+		if out, err := runDevDB(t, script, env, "stop"); err != nil {
+			t.Fatalf("stop: %v\n%s", err, out)
+		}
+		dir := strings.TrimSpace(string(mustRead(t, filepath.Join(filepath.Dir(filepath.Dir(script)), ".dev", "cluster-dir"))))
+		const secret = "a line only root may read"
+		victim := filepath.Join(t.TempDir(), "root-only")
+		if err := os.WriteFile(victim, []byte(secret+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		// The server cannot start (its configuration is broken), and its log is a link.
+		asPostgres("sh", "-c", `echo 'this is not a setting' >>"$1/pgdata/postgresql.conf"`, "sh", dir)
+		asPostgres("ln", "-sf", victim, filepath.Join(dir, "run", "postgres.log"))
+		out, err := runDevDB(t, script, env, "start")
+		if err == nil {
+			t.Fatalf("start with a broken configuration: got started, want it to fail; output:\n%s", out)
+		}
+		if strings.Contains(out, secret) {
+			t.Fatalf("start printed root's file through postgres's link in place of the server's log:\n%s", out)
+		}
+	})
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestDevDB_URLHidesThePassword: `devdb.sh url` prints the URL with its password masked, for
+// people and logs; `url --password` gives the URL itself, to be captured (as make run does),
+// and reaches the database; `make run` says which database it uses without the password.
+func TestDevDB_URLHidesThePassword(t *testing.T) {
+	asRoot(t)
+	base := openTempDir(t)
+	script, env := devCheckout(t, base)
+	if out, err := runDevDB(t, script, env, "start"); err != nil {
+		t.Fatalf("start: %v\n%s", err, out)
+	}
+	password := strings.TrimSpace(string(mustRead(t, filepath.Join(base, "repo", ".dev", "password"))))
+	if len(password) < 32 {
+		t.Fatalf("the password in .dev: got %d characters, want at least 32", len(password))
+	}
+	shown, err := runDevDB(t, script, env, "url")
+	if err != nil || strings.Contains(shown, password) || !strings.Contains(shown, "postgres://postgres:***@127.0.0.1:") {
+		t.Fatalf("devdb.sh url: got %q, %v, want the URL with its password masked", shown, err)
+	}
+	full, err := runDevDB(t, script, env, "url", "--password")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q, err := exec.Command("psql", "-X", "-w", "-tAc", "SELECT 1", strings.TrimSpace(full)).CombinedOutput(); err != nil || strings.TrimSpace(string(q)) != "1" {
+		t.Fatalf("psql with devdb.sh url --password: got %q, %v, want a database that answers", q, err)
+	}
+	// make run, up to the server: GO=true builds nothing, so the run stops where the server
+	// would start, having said which database it uses.
+	makefile, err := os.ReadFile("../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo := filepath.Join(base, "repo")
+	if err := os.WriteFile(filepath.Join(repo, "Makefile"), makefile, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("make", "-s", "run", "GO=true")
+	cmd.Dir, cmd.Env = repo, env
+	out, _ := cmd.CombinedOutput()
+	if !strings.Contains(string(out), "make run: using the development database postgres://postgres:***@") || strings.Contains(string(out), password) {
+		t.Fatalf("make run's output: got\n%s\nwant the development database named with its password masked", out)
 	}
 }

@@ -10,8 +10,11 @@
 #           /var/run/docker.sock, so that nothing else on the machine sees it. Waits until it
 #           answers, then prints the variables to export (as `env` does).
 #   stop    Stops the private engine, if this script started one: dockerd by its PID (it stops
-#           its containers and its containerd), then any process still running from the
-#           state directory, then unmounts what is left under it. Leaves nothing running.
+#           its containers and its containerd), then what it left running of its session (start
+#           puts dockerd in a session of its own: its containerd and shims stay in it; stop
+#           records the session's processes while dockerd, checked to be the one started, leads
+#           it, and signals only those), then unmounts what is left under it. A process that
+#           merely names the state directory (a person's tail -f of the log) is not signalled.
 #
 # The state directory is made by this script, atomically (mkdir fails on anything already
 # there, a symlink included), mode 700, with a marker inside; start and stop use it only when
@@ -162,7 +165,7 @@ start() {
   # that a pull (of an image that no test should ask for) fails at once and sends nothing
   # beyond this machine, not even a name lookup.
   HTTPS_PROXY=http://127.0.0.1:9 HTTP_PROXY=http://127.0.0.1:9 NO_PROXY= \
-    nohup dockerd --data-root "$dir/data" --exec-root "$dir/exec" -H "$private_host" \
+    nohup setsid dockerd --data-root "$dir/data" --exec-root "$dir/exec" -H "$private_host" \
     --pidfile "$pidfile" >"$dir/dockerd.log" 2>&1 </dev/null &
   local pid=$!
   record "$pid" >"$dir/started.pid" || die "dockerd exited at once; log: $dir/dockerd.log"
@@ -179,7 +182,30 @@ start() {
   die "dockerd did not answer on $sock within 60s (log above)"
 }
 
-# pids_under: PIDs of processes whose command line names the state directory.
+# session_of SID: "PID START" for each process of the session SID (field 6 of /proc/PID/stat),
+# with its start time, so that a number that later goes to another process is told apart.
+session_of() {
+  local sid=$1 p stat
+  for p in /proc/[0-9]*; do
+    stat=$(cat "$p/stat" 2>/dev/null) || continue
+    stat=${stat##*) }
+    set -- $stat
+    [[ $4 == "$sid" ]] && echo "${p#/proc/} ${20}"
+  done
+  return 0
+}
+
+# still_running "PID START"...: the PIDs of those recorded processes that still run.
+still_running() {
+  local pid start
+  while read -r pid start; do
+    [[ -n $pid && $(proc_start "$pid") == "$start" ]] && echo "$pid"
+  done <<<"$1"
+  return 0
+}
+
+# pids_under: PIDs of processes whose command line names the state directory (for a person
+# to look at; never signalled).
 pids_under() {
   local p
   for p in /proc/[0-9]*; do
@@ -192,24 +218,27 @@ stop() {
   [[ -e $dir || -L $dir ]] || { say "no engine started by this script in $dir"; return; }
   ours || die "refusing $dir: not a directory this script made; signalling nothing"
   [[ -f $dir/started.pid ]] || { say "no engine started by this script in $dir"; return; }
-  local pid
+  local pid session=
   if pid=$(started_pid); then
+    session=$(session_of "$pid") # recorded while the dockerd started leads it
     kill -TERM "$pid"
     for _ in $(seq 1 60); do started_pid >/dev/null || break; sleep 0.5; done
     if pid=$(started_pid); then say "dockerd $pid ignored TERM for 30s; killing it"; kill -KILL "$pid"; fi
   else
     say "the dockerd that $dir/started.pid names is gone (or the file is not this script's): signalling no PID from it"
   fi
-  # containerd and its shims name the state directory in their arguments.
+  # containerd and its shims stay in dockerd's session: those recorded, and no other process.
   local left
-  left=$(pids_under)
+  left=$(still_running "$session")
   if [[ -n $left ]]; then
     say "stopping what dockerd left running: $(echo $left)"
     kill -TERM $left 2>/dev/null || true
-    sleep 2
-    left=$(pids_under)
+    for _ in $(seq 1 20); do [[ -n $(still_running "$session") ]] || break; sleep 0.1; done
+    left=$(still_running "$session")
     [[ -z $left ]] || kill -KILL $left 2>/dev/null || true
   fi
+  left=$(pids_under)
+  [[ -z $left ]] || say "processes still naming $dir, not the engine's as recorded, left alone: $(echo $left)"
   { grep -F " $dir/" /proc/mounts || true; } | awk '{print $2}' | sort -r |
     while read -r m; do umount -l "$m" 2>/dev/null || true; done
   rm -f "$dir/started.pid" "$sock"

@@ -28,6 +28,9 @@ func fakeEngine(t *testing.T) string {
   shift
 done
 : >"$sock"
+# What dockerd leaves running when it stops, as its containerd does: a child in its session,
+# naming the state directory.
+(exec -a "containerd-fake --address ${sock%/*}/exec/containerd.sock" sleep 301) &
 exec sleep 300
 `)
 	write("docker", `[[ -n ${DOCKER_HOST:-} && -e ${DOCKER_HOST#unix://} ]]
@@ -89,15 +92,24 @@ kill -0 "$other" 2>/dev/null && echo UNRELATED-ALIVE
 		})
 	}
 	t.Run("OK", func(t *testing.T) {
+		// What the engine left running is stopped with it; a process that only names the
+		// state directory (a person's tail -f of its log) is not the engine's, and lives.
 		dir := filepath.Join(t.TempDir(), "engine")
-		out := inPIDNamespace(t, engineEnv(t, dir), start+`"$ENGINE" stop
+		out := inPIDNamespace(t, engineEnv(t, dir), start+`(exec -a "tail -f $TERDUT_DOCKER_DIR/dockerd.log" sleep 302) & other=$!
+left=$(pgrep -f "^containerd-fake --address $TERDUT_DOCKER_DIR/") || echo NO-CONTAINERD
+"$ENGINE" stop
 sleep 0.5
 kill -0 "$engine" 2>/dev/null && echo ENGINE-ALIVE
+kill -0 "$left" 2>/dev/null && echo CONTAINERD-ALIVE
+kill -0 "$other" 2>/dev/null || echo UNRELATED-SIGNALLED
 [[ -e $TERDUT_DOCKER_DIR/started.pid ]] && echo PIDFILE-LEFT
+kill "$other"
 echo done
 `)
-		if strings.Contains(out, "ENGINE-ALIVE") || strings.Contains(out, "PIDFILE-LEFT") || !strings.Contains(out, "done") {
-			t.Fatalf("stop: want the engine it started stopped and its PID file gone; output:\n%s", out)
+		for _, bad := range []string{"ENGINE-ALIVE", "NO-CONTAINERD", "CONTAINERD-ALIVE", "UNRELATED-SIGNALLED", "PIDFILE-LEFT"} {
+			if strings.Contains(out, bad) || !strings.Contains(out, "done") {
+				t.Fatalf("stop: want the engine it started and what it left stopped, its PID file gone, and nothing else signalled; got %s; output:\n%s", bad, out)
+			}
 		}
 	})
 }

@@ -6,9 +6,11 @@
 # Usage: scripts/ensure-kube.sh
 #
 # Does nothing when etcd is installed. Otherwise, as root on Debian, installs etcd-server with
-# apt-get (no recommended packages); a Debian host running systemd would start its service,
-# which is stopped and disabled again (the suite runs its own etcd on free ports). Fails with a
-# non-zero exit, saying what to install, when etcd is missing and cannot be installed.
+# apt-get (no recommended packages) and starts no service, as ensure-patroni.sh does: the
+# install runs under a policy-rc.d that denies every start (apt-install.sh --no-start), and on a
+# systemd host, where the package enables its unit, the unit is then disabled and stopped (the
+# suite runs its own etcd on free ports; Debian's would listen unauthenticated on 2379). Fails
+# with a non-zero exit, saying what to install, when etcd is missing and cannot be installed.
 set -euo pipefail
 
 die() { echo "ensure-kube: $*" >&2; exit 1; }
@@ -19,9 +21,11 @@ fi
 if [[ ! -r /etc/debian_version ]]; then
   die "missing: etcd; install etcd 3.4 or later with your system's packages"
 fi
-"$(dirname "${BASH_SOURCE[0]}")/apt-install.sh" etcd-server
-if command -v systemctl >/dev/null && [[ -d /run/systemd/system ]]; then
-  systemctl disable --now etcd >/dev/null 2>&1 || true
+"$(dirname "${BASH_SOURCE[0]}")/apt-install.sh" --no-start etcd-server
+state=$(systemctl is-system-running 2>/dev/null || true)
+if [[ -n $state && $state != offline ]] && systemctl cat etcd.service >/dev/null 2>&1; then
+  systemctl disable --now etcd.service >/dev/null 2>&1 ||
+    echo "ensure-kube: could not disable and stop etcd.service; check: systemctl status etcd.service" >&2
 fi
 command -v etcd >/dev/null || die "apt-get ran but etcd is still missing"
 echo "ensure-kube: $(etcd --version 2>/dev/null | head -1)" >&2

@@ -5,12 +5,15 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log"
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/terdut-server/terdut-server/internal/certfile"
+	"github.com/terdut-server/terdut-server/internal/logcap"
 )
 
 // port is one listener of the server and what it serves.
@@ -22,11 +25,11 @@ type port struct {
 }
 
 // listen opens a port for h at addr; with pair (not nil) it serves https with the pair's
-// certificate as it is at each handshake.
-func listen(setting, addr, msg string, h http.Handler, pair *certfile.Pair, log *slog.Logger) (*port, error) {
+// certificate as it is at each handshake. errorLog is net/http's (newErrorLog).
+func listen(setting, addr, msg string, h http.Handler, pair *certfile.Pair, errorLog *log.Logger) (*port, error) {
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout: 30 * time.Second, WriteTimeout: 60 * time.Second, IdleTimeout: 2 * time.Minute,
-		MaxHeaderBytes: 64 << 10, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+		MaxHeaderBytes: 64 << 10, ErrorLog: errorLog}
 	if pair != nil {
 		srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: pair.GetCertificate}
 	}
@@ -35,6 +38,46 @@ func listen(setting, addr, msg string, h http.Handler, pair *certfile.Pair, log 
 		return nil, fmt.Errorf("%s %s: %w", setting, addr, err)
 	}
 	return &port{setting: setting, msg: msg, srv: srv, ln: ln}, nil
+}
+
+// anonymousFailures are the lines of net/http's error log that any client can cause once a
+// connection, with nothing to show: a TLS handshake that fails (not TLS at all, a wrong
+// version, a client hanging up in it) and an HTTP/2 connection that does not start with
+// the preface.
+var anonymousFailures = []struct{ prefix, reason, msg string }{
+	{"http: TLS handshake error from ", "tls_handshake",
+		"TLS handshakes failed (logged at most once a second)"},
+	{"http2: server: error reading preface from client ", "http2_preface",
+		"HTTP/2 connections did not start with the preface (logged at most once a second)"},
+}
+
+// errorLog is net/http's error log: its lines go to the server's log at WARN, but those of
+// anonymousFailures at most once a second for each reason (the other refusals that anyone
+// can cause are bounded alike), each saying how many it stands for and the last failure.
+type errorLog struct {
+	log    *slog.Logger
+	limits *logcap.PerKey
+}
+
+// newErrorLog returns an error log for every listener of one server, so that the bound is
+// the server's.
+func newErrorLog(l *slog.Logger) *log.Logger {
+	return log.New(&errorLog{log: l, limits: logcap.NewPerKey(time.Second)}, "", 0)
+}
+
+func (e *errorLog) Write(p []byte) (int, error) {
+	line := strings.TrimSuffix(string(p), "\n")
+	for _, f := range anonymousFailures {
+		if !strings.HasPrefix(line, f.prefix) {
+			continue
+		}
+		if ok, suppressed := e.limits.Allow(f.reason); ok {
+			e.log.Warn(f.msg, "reason", f.reason, "suppressed", suppressed, "last", logcap.Cut(line, 4*logcap.MaxBytes))
+		}
+		return len(p), nil
+	}
+	e.log.Warn(line)
+	return len(p), nil
 }
 
 // url is where a client on this host reaches the port: localhost when it listens on every

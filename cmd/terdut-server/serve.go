@@ -123,9 +123,11 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 
 // openPorts listens on --listen for people; when operator is not nil, on --operator-listen
 // for the operator; and when metrics is not nil, on --metrics-listen for GET /metrics. Every
-// port or none.
+// port or none. The ports share one error log, which bounds the lines anonymous connections
+// can cause.
 func openPorts(cfg Config, people, operator, metrics http.Handler, pair *certfile.Pair, log *slog.Logger) ([]*port, error) {
-	p, err := listen("--listen", cfg.Listen, "terdut-server listening", people, pair, log)
+	errorLog := newErrorLog(log)
+	p, err := listen("--listen", cfg.Listen, "terdut-server listening", people, pair, errorLog)
 	if err != nil {
 		return nil, err
 	}
@@ -140,7 +142,7 @@ func openPorts(cfg Config, people, operator, metrics http.Handler, pair *certfil
 		if more.h == nil {
 			continue
 		}
-		p, err := listen(more.setting, more.addr, more.msg, more.h, pair, log)
+		p, err := listen(more.setting, more.addr, more.msg, more.h, pair, errorLog)
 		if err != nil {
 			closeAll(ports)
 			return nil, err

@@ -47,7 +47,7 @@ func (s *server) handleBootstrapClaim() http.Handler {
 		}
 		s.log.InfoContext(r.Context(), "install claimed", "event", "bootstrap.claim", "outcome", outcomeSucceeded,
 			requestIDs(r.Context()), "generation", res.Generation,
-			"principal_id", res.Principal.ID, "remote_addr", s.clientAddr(r).String(), "operator", proof)
+			"principal_id", res.Principal.ID, "remote_addr", s.clientName(r), "operator", proof)
 		w.Header().Set("Cache-Control", "no-store")
 		writeJSON(w, http.StatusCreated, response{User: toUserJSON(res.Principal),
 			APIKey: toAPIKeyJSON(res.Key, res.Secret), Generation: res.Generation})
@@ -71,7 +71,7 @@ func (s *server) handleBootstrapReset() http.Handler {
 		s.log.WarnContext(r.Context(), "bootstrap claim reset", "event", "bootstrap.reset", "outcome", outcomeSucceeded,
 			requestIDs(r.Context()), "generation", res.Generation,
 			"revoked_api_keys", res.RevokedAPIKeys, "revoked_sessions", res.RevokedSessions,
-			"remote_addr", s.clientAddr(r).String(), "operator", proof)
+			"remote_addr", s.clientName(r), "operator", proof)
 		w.Header().Set("Cache-Control", "no-store")
 		writeJSON(w, http.StatusOK, response{State: string(store.StatePending), Generation: res.Generation,
 			RevokedAPIKeys: res.RevokedAPIKeys})

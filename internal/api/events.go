@@ -36,7 +36,7 @@ func (s *server) eventBy(r *http.Request, actor slog.Attr, name, outcome string,
 	}
 	all := make([]slog.Attr, 0, 6+len(attrs))
 	all = append(all, slog.String("event", name), slog.String("outcome", outcome), actor,
-		slog.String("client_addr", s.clientAddr(r).String()))
+		slog.String("client_addr", s.clientName(r)))
 	all = appendRequestIDs(all, r.Context())
 	s.log.LogAttrs(r.Context(), level, "security event", append(all, attrs...)...)
 }
@@ -90,7 +90,7 @@ func targetAttr(id int64, username string) slog.Attr {
 // has gone meanwhile; if it cannot be written, the log line (at ERROR) is the record.
 func (s *server) audit(r *http.Request, e store.Event, attrs ...slog.Attr) {
 	c := requestFrom(r.Context())
-	e.RemoteAddr, e.RequestID, e.ClientRequestID = s.clientAddr(r).String(), c.id[0], c.clientID
+	e.RemoteAddr, e.RequestID, e.ClientRequestID = s.clientName(r), c.id[0], c.clientID
 	if e.ActorKind == "" {
 		if u := principalFrom(r.Context()).User; u.ID != 0 {
 			e.ActorKind, e.ActorID, e.ActorName = store.ActorKindUser, u.ID, u.Username

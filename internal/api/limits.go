@@ -6,7 +6,6 @@ import (
 	"math"
 	"net/http"
 	"net/netip"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -87,8 +86,11 @@ func (l *addressLimiter) allow(addr netip.Addr) (time.Duration, bool) {
 }
 
 // clientAddr returns the address a request came from: its peer's, unless the peer is a trusted
-// proxy; then the nearest address in X-Forwarded-For that is not one (proxies append the
-// address they saw, so the entries to the left of the last trusted one are the client's word).
+// proxy; then the client that the first of forwardingHeaders the request has names
+// (forwardedClient), or the peer's own when it has none of them (the proxy's own request).
+// When that header names no client, it returns the zero Addr, never the proxy's: such
+// requests share one bucket of the per-address limit, and logs and audit rows say "unknown"
+// (clientName).
 func (s *server) clientAddr(r *http.Request) netip.Addr {
 	ap, err := netip.ParseAddrPort(r.RemoteAddr)
 	if err != nil {
@@ -98,17 +100,21 @@ func (s *server) clientAddr(r *http.Request) netip.Addr {
 	if !s.trustedProxy(addr) {
 		return addr
 	}
-	hops := strings.Split(strings.Join(r.Header.Values("X-Forwarded-For"), ","), ",")
-	for i := len(hops) - 1; i >= 0; i-- {
-		hop, err := netip.ParseAddr(strings.TrimSpace(hops[i]))
-		if err != nil {
-			return addr
-		}
-		if addr = hop.Unmap(); !s.trustedProxy(addr) {
-			return addr
+	for _, name := range forwardingHeaders {
+		if sentHeader(r.Header, name) {
+			client, _ := forwardedClient(r.Header, name, s.trustedProxy)
+			return client
 		}
 	}
 	return addr
+}
+
+// clientName is clientAddr as logs and audit rows show it: "unknown" when no client is named.
+func (s *server) clientName(r *http.Request) string {
+	if a := s.clientAddr(r); a.IsValid() {
+		return a.String()
+	}
+	return "unknown"
 }
 
 func (s *server) trustedProxy(addr netip.Addr) bool {

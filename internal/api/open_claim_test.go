@@ -49,10 +49,57 @@ func TestBootstrap_OpenClaimPeer(t *testing.T) {
 		status, body := rawOperatorCall(t, srv, "/api/bootstrap", "localhost", http.Header{"X-Forwarded-For": {"203.0.113.9"}}, "")
 		refused(t, srv, status, body)
 	})
+	t.Run("ErrLocalProxyNamesNoLoopbackClient", func(t *testing.T) {
+		// A proxy on this machine, named by --trusted-proxies, that names its client in a way
+		// other than a bare address in X-Forwarded-For: the client it names is read where it
+		// is sent, and an entry that does not parse names no client, never the proxy. Each
+		// of these took the claim (and the admin key) when the proxy's own address stood in.
+		for name, h := range map[string]http.Header{
+			"Forwarded":                  {"Forwarded": {"for=203.0.113.9"}},
+			"ForwardedIPv6":              {"Forwarded": {`for="[2001:db8::1]:4711"`}},
+			"ForwardedObfuscated":        {"Forwarded": {"for=_hidden"}},
+			"ForwardedUnknown":           {"Forwarded": {"for=unknown"}},
+			"ForwardedNoFor":             {"Forwarded": {"proto=https;by=127.0.0.1"}},
+			"ForwardedMalformed":         {"Forwarded": {`for="127.0.0.1`}},
+			"ForwardedClientsOwnEntry":   {"Forwarded": {"for=127.0.0.1, for=203.0.113.9"}},
+			"XRealIP":                    {"X-Real-Ip": {"203.0.113.9"}},
+			"XRealIPTwice":               {"X-Real-Ip": {"127.0.0.1", "203.0.113.9"}},
+			"XForwardedForUnknown":       {"X-Forwarded-For": {"unknown"}},
+			"XForwardedForWithPort":      {"X-Forwarded-For": {"203.0.113.9:4711"}},
+			"XForwardedForEmpty":         {"X-Forwarded-For": {""}},
+			"BothClientSaysLoopback":     {"X-Forwarded-For": {"127.0.0.1"}, "Forwarded": {"for=203.0.113.9"}},
+			"BothClientSaysLoopbackToo":  {"Forwarded": {"for=127.0.0.1"}, "X-Forwarded-For": {"203.0.113.9"}},
+			"RealIPLoopbackForwardedNot": {"X-Real-Ip": {"127.0.0.1"}, "X-Forwarded-For": {"127.0.0.1, 203.0.113.9"}},
+		} {
+			t.Run(name, func(t *testing.T) {
+				srv := open(t, netip.MustParsePrefix("127.0.0.0/8"))
+				status, body := rawOperatorCall(t, srv, "/api/bootstrap", "localhost", h, "")
+				refused(t, srv, status, body)
+			})
+		}
+	})
+	t.Run("OKLocalClientBehindLocalProxy", func(t *testing.T) {
+		// A client on this machine, through a proxy here that --trusted-proxies names, however
+		// the proxy names it.
+		for name, h := range map[string]http.Header{
+			"XForwardedFor": {"X-Forwarded-For": {"127.0.0.1"}},
+			"Forwarded":     {"Forwarded": {`for="[::1]:4711";proto=http`}},
+			"XRealIP":       {"X-Real-Ip": {"127.0.0.1"}},
+			"All":           {"X-Real-Ip": {"127.0.0.1"}, "X-Forwarded-For": {"127.0.0.1"}, "Forwarded": {"for=127.0.0.1"}},
+		} {
+			t.Run(name, func(t *testing.T) {
+				srv := open(t, netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128"))
+				if status, body := rawOperatorCall(t, srv, "/api/bootstrap", "localhost", h, ""); status != http.StatusCreated {
+					t.Fatalf("got %d %s, want 201", status, body)
+				}
+			})
+		}
+	})
 	t.Run("ErrForwardedByAnUntrustedLocalProxy", func(t *testing.T) {
-		// A proxy on this machine that --trusted-proxies does not name (a mesh sidecar, kubectl
-		// port-forward, a host's nginx) forwards for a client elsewhere: it says so in a header
-		// a client that connects directly never sends.
+		// A proxy on this machine that --trusted-proxies does not name (a mesh sidecar, a host's
+		// nginx) forwards for a client elsewhere: it says so in a header a client that connects
+		// directly never sends. (A proxy that sends none, such as kubectl port-forward, cannot
+		// be told from a local client: docs/security.md says to configure an operator token.)
 		srv := open(t)
 		for name, v := range map[string]string{"X-Forwarded-For": "203.0.113.9", "Forwarded": "for=203.0.113.9", "X-Real-Ip": "203.0.113.9"} {
 			status, body := rawOperatorCall(t, srv, "/api/bootstrap", "localhost", http.Header{name: {v}}, "")

@@ -62,7 +62,7 @@ func operatorFrom(ctx context.Context) operatorProof {
 // address (through --trusted-proxies) and the request's ids, as every audit row has them.
 func (s *server) operatorAudit(r *http.Request, p operatorProof) store.AuditInfo {
 	c := requestFrom(r.Context())
-	return store.AuditInfo{Actor: store.ActorOperator, RemoteAddr: s.clientAddr(r).String(), Method: p.Method,
+	return store.AuditInfo{Actor: store.ActorOperator, RemoteAddr: s.clientName(r), Method: p.Method,
 		Subject: p.Subject, Pod: p.Pod, RequestID: c.id[0], ClientRequestID: c.clientID}
 }
 
@@ -175,18 +175,29 @@ func jsonOrNoBody(r *http.Request) bool {
 }
 
 // localClient reports whether r comes from this machine: its peer has a loopback address,
-// and so has the client that peer forwards for, when --trusted-proxies names the peer (a
-// proxy on this machine forwarding for someone elsewhere is not local). A request that says
-// it was forwarded, from a peer --trusted-proxies does not name, is not local either: such a
-// peer is a proxy nobody vouched for (a mesh sidecar, kubectl port-forward, a host's nginx),
-// and a client that connects directly sends none of those headers.
+// and, when --trusted-proxies names the peer, every one of forwardingHeaders that r has names
+// a client (forwardedClient) with a loopback address: a proxy on this machine forwarding for
+// someone elsewhere, or naming its client in a way that cannot be read, is not local, and a
+// header the proxy passes on untouched from its client cannot outvote the one it writes. A
+// request that says it was forwarded, from a peer --trusted-proxies does not name, is not
+// local either: such a peer is a proxy nobody vouched for (a mesh sidecar, a host's nginx),
+// and a client that connects directly sends none of those headers. (A proxy that sends none,
+// as kubectl port-forward does, cannot be told from a local client: docs/security.md.)
 func (s *server) localClient(r *http.Request) bool {
 	peer, err := netip.ParseAddrPort(r.RemoteAddr)
-	if err != nil || !peer.Addr().Unmap().IsLoopback() || !s.clientAddr(r).IsLoopback() {
+	if err != nil || !peer.Addr().Unmap().IsLoopback() {
 		return false
 	}
-	forwarded := r.Header.Get("X-Forwarded-For") != "" || r.Header.Get("Forwarded") != "" || r.Header.Get("X-Real-Ip") != ""
-	return !forwarded || s.trustedProxy(peer.Addr().Unmap())
+	trusted := s.trustedProxy(peer.Addr().Unmap())
+	for _, name := range forwardingHeaders {
+		if !sentHeader(r.Header, name) {
+			continue
+		}
+		if client, ok := forwardedClient(r.Header, name, s.trustedProxy); !trusted || !ok || !client.IsLoopback() {
+			return false
+		}
+	}
+	return true
 }
 
 // localOrPublicHost reports whether the request's Host is the public URL's host or a

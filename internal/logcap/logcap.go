@@ -44,6 +44,7 @@ func Cut(s string, n int) string {
 // messages that anyone can cause once per request. It is safe for concurrent use.
 type Limiter struct {
 	period time.Duration
+	clock  func() time.Time // nil: time.Now; a test's clock
 
 	mu         sync.Mutex
 	next       time.Time // when the next line may go out
@@ -59,6 +60,9 @@ func (l *Limiter) Allow() (ok bool, suppressed int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := time.Now()
+	if l.clock != nil {
+		now = l.clock()
+	}
 	if now.Before(l.next) {
 		l.suppressed++
 		return false, 0

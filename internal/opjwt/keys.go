@@ -37,6 +37,7 @@ const maxKeyAge = time.Hour
 // never waits for one, however long the issuer takes to answer.
 type keySet struct {
 	cfg   Config
+	now   func() time.Time         // time.Now; a test's clock
 	state atomic.Pointer[keyState] // never nil
 
 	mu     sync.Mutex    // guards flight alone, never held across a fetch
@@ -52,7 +53,7 @@ type keyState struct {
 }
 
 func newKeySet(cfg Config) *keySet {
-	ks := &keySet{cfg: cfg}
+	ks := &keySet{cfg: cfg, now: time.Now}
 	ks.state.Store(&keyState{})
 	return ks
 }
@@ -69,7 +70,7 @@ const joinWait = 2 * time.Second
 // and kept while the issuer cannot be reached.
 func (ks *keySet) lookup(ctx context.Context, kid string, alg jose.SignatureAlgorithm) ([]jose.JSONWebKey, error) {
 	st := ks.state.Load()
-	found, fetch, err := st.cached(kid, alg, ks.cfg.MinRefresh)
+	found, fetch, err := st.cached(kid, alg, ks.cfg.MinRefresh, ks.now())
 	if !fetch {
 		return found, err
 	}
@@ -132,7 +133,7 @@ func (ks *keySet) refresh(old *keyState, done chan struct{}) {
 	defer cancel()
 	next := &keyState{jwksURL: old.jwksURL, keys: old.keys}
 	next.jwksURL, next.lastErr = ks.fetch(ctx, ks.authToken(), next)
-	next.lastFetch = time.Now()
+	next.lastFetch = ks.now()
 	if next.lastErr != nil {
 		ks.cfg.Logger.WarnContext(ctx, "cannot read the operator identity issuer's keys", "issuer", ks.cfg.Issuer, "err", next.lastErr)
 	} else {
@@ -158,14 +159,14 @@ func (ks *keySet) warm(ctx context.Context) error {
 }
 
 // cached returns the held keys for kid and alg, and whether they must be fetched (with the
-// keys to fall back on); when not, found and err are the answer.
-func (st *keyState) cached(kid string, alg jose.SignatureAlgorithm, minRefresh time.Duration) (found []jose.JSONWebKey, fetch bool, err error) {
+// keys to fall back on) at now; when not, found and err are the answer.
+func (st *keyState) cached(kid string, alg jose.SignatureAlgorithm, minRefresh time.Duration, now time.Time) (found []jose.JSONWebKey, fetch bool, err error) {
 	found = matching(st.keys, kid, alg)
-	stale := time.Since(st.lastFetch) >= maxKeyAge
-	if len(found) > 0 && !stale {
+	age := now.Sub(st.lastFetch)
+	if len(found) > 0 && age < maxKeyAge {
 		return found, false, nil
 	}
-	if time.Since(st.lastFetch) < minRefresh {
+	if age < minRefresh {
 		if st.lastErr != nil {
 			return nil, false, fmt.Errorf("%w: the last try failed less than %s ago: %v", ErrUnavailable, minRefresh, st.lastErr)
 		}
@@ -173,7 +174,7 @@ func (st *keyState) cached(kid string, alg jose.SignatureAlgorithm, minRefresh t
 		// flood of unknown kids can land here, that its token is wrong: it backs off long.
 		// The key may be new; only a read made for it can say it is not there.
 		return nil, false, fmt.Errorf("%w: %w: no key %q for %s in the keys read %s ago; they are read again at most once per %s",
-			ErrUnavailable, ErrKeyNotYetRead, logcap.String(kid), alg, time.Since(st.lastFetch).Round(time.Millisecond), minRefresh)
+			ErrUnavailable, ErrKeyNotYetRead, logcap.String(kid), alg, age.Round(time.Millisecond), minRefresh)
 	}
 	return found, true, nil
 }

@@ -115,7 +115,10 @@ func (r *reviewer) check(ctx context.Context, token, subject string) error {
 		return refuse(ReasonRevoked, "the API server no longer accepts the token: %s", logcap.String(st.Error))
 	case st.User.Username != subject:
 		return refuse(ReasonRevoked, "the API server says the token is %q's, not %q's", logcap.String(st.User.Username), logcap.String(subject))
-	case len(st.Audiences) > 0 && !slices.Contains(st.Audiences, r.audience):
+	case len(st.Audiences) == 0:
+		// An API server that ignores spec.audiences answers none: it has not checked ours.
+		return refuse(ReasonRevoked, "the API server's review names no audience: it does not confirm that the token is for %s", r.audience)
+	case !slices.Contains(st.Audiences, r.audience):
 		return refuse(ReasonRevoked, "the API server accepts the token for other audiences than %s", r.audience)
 	}
 	return nil
