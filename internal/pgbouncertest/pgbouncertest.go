@@ -105,7 +105,7 @@ func Start(tb testing.TB, adminURL string, opts Options) *Pooler {
 	}
 	p.Port = ports[0]
 	ini := fmt.Sprintf(iniTemplate, u.Hostname(), upPort, p.authUser, opts.Mode, p.Port,
-		filepath.Join(p.dir, "auth_file.txt"), p.authUser, p.authUser, opts.PoolSize, opts.PoolSize+opts.PoolSize/4)
+		filepath.Join(p.dir, "auth_file.txt"), p.authUser, p.authUser, opts.PoolSize, opts.PoolSize+authPool)
 	files := map[string]string{
 		"pgbouncer.ini": ini,
 		"auth_file.txt": fmt.Sprintf("%q %q\n", p.authUser, password),
@@ -129,6 +129,11 @@ func Start(tb testing.TB, adminURL string, opts Options) *Pooler {
 	p.waitListening()
 	return p
 }
+
+// authPool is the room max_db_connections leaves beside the application's pool, for the
+// auth_user's own connections: without it, each new client's login would close the
+// application's idle server connection to make room for the auth_query.
+const authPool = 2
 
 // iniTemplate is the operator's pgbouncer.ini, less TLS (loopback here; the operator's
 // pooler requires TLS to Postgres and from clients) and with this harness's paths.
