@@ -72,7 +72,9 @@ func TestPooler_Replicas(t *testing.T) {
 		// The reset, raced: every answer 200, and the install is pending again.
 		resets := make([]apitest.Response, 3)
 		for i := range resets {
-			wg.Go(func() { resets[i] = replicas[i].MustDo(t, apitest.Request{Method: http.MethodPost, Path: "/api/bootstrap/reset", Bearer: apitest.OperatorToken}) })
+			wg.Go(func() {
+				resets[i] = replicas[i].MustDo(t, apitest.Request{Method: http.MethodPost, Path: "/api/bootstrap/reset", Bearer: apitest.OperatorToken})
+			})
 		}
 		wg.Wait()
 		for i, r := range resets {
