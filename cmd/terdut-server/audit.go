@@ -14,7 +14,7 @@ import (
 // the page GET /api/audit answers, with the same filters, given as name=value arguments
 // (actor=5, event=user.*, limit=100, before=1234).
 func audit(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	url, rest, err := parseDatabaseFlags("terdut-server audit", args, getenv, stderr)
+	db, rest, err := parseDatabaseFlags("terdut-server audit", args, getenv, stderr)
 	if err != nil {
 		return err
 	}
@@ -35,7 +35,7 @@ func audit(ctx context.Context, args []string, getenv func(string) string, stdou
 	if problem != "" {
 		return fmt.Errorf("audit: %s", problem)
 	}
-	st, err := openMigrated(ctx, url, newLogger(stderr, 0))
+	st, err := openMigrated(ctx, db, newLogger(stderr, 0))
 	if err != nil {
 		return err
 	}

@@ -13,39 +13,41 @@ import (
 )
 
 // parseDatabaseFlags reads the only settings the offline commands need.
-func parseDatabaseFlags(name string, args []string, getenv func(string) string, stderr io.Writer) (string, []string, error) {
+func parseDatabaseFlags(name string, args []string, getenv func(string) string, stderr io.Writer) (database, []string, error) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	url := fs.String("database-url", "", "Postgres URL")
 	file := fs.String("database-url-file", "", "file holding the Postgres URL")
+	var pooler store.Pooler
+	definePooler(fs, &pooler)
 	if err := fs.Parse(args); err != nil {
-		return "", nil, err
+		return database{}, nil, err
 	}
 	given, err := applyEnv(fs, getenv)
 	if err != nil {
-		return "", nil, err
+		return database{}, nil, err
 	}
 	u, err := valueOrFile(given, *url, *file, "database-url")
 	if err == nil && u == "" {
 		err = errors.New("no database: set --database-url or TERDUT_DATABASE_URL (or TERDUT_DATABASE_URL_FILE)")
 	} else if err == nil {
-		if err = store.CheckURL(u); err != nil {
+		if err = store.CheckURL(u, store.WithPooler(pooler)); err != nil {
 			err = fmt.Errorf("--database-url: %w", err)
 		}
 	}
-	return u, fs.Args(), err
+	return database{url: u, pooler: pooler}, fs.Args(), err
 }
 
 // migrate applies pending migrations and exits.
 func migrate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	url, rest, err := parseDatabaseFlags("terdut-server migrate", args, getenv, stderr)
+	db, rest, err := parseDatabaseFlags("terdut-server migrate", args, getenv, stderr)
 	if err != nil {
 		return err
 	}
 	if len(rest) > 0 {
 		return fmt.Errorf("migrate takes no arguments, got %q", rest[0])
 	}
-	n, err := store.Migrate(ctx, url)
+	n, err := store.Migrate(ctx, db.url, db.opts()...)
 	if err != nil {
 		return err
 	}
@@ -64,14 +66,14 @@ func bootstrap(ctx context.Context, args []string, getenv func(string) string, s
 		// Refuse before touching the database: opening it would migrate it.
 		return fmt.Errorf("unknown bootstrap command %q: use status, claim or reset", sub)
 	}
-	url, rest, err := parseDatabaseFlags("terdut-server bootstrap "+sub, args[1:], getenv, stderr)
+	db, rest, err := parseDatabaseFlags("terdut-server bootstrap "+sub, args[1:], getenv, stderr)
 	if err != nil {
 		return err
 	}
 	if len(rest) > 0 {
 		return fmt.Errorf("bootstrap %s takes no arguments, got %q", sub, rest[0])
 	}
-	st, err := openMigrated(ctx, url, newLogger(stderr, 0))
+	st, err := openMigrated(ctx, db, newLogger(stderr, 0))
 	if err != nil {
 		return err
 	}

@@ -28,6 +28,7 @@ type Config struct {
 	TLSCertFile       string // empty: plain http
 	TLSKeyFile        string
 	DatabaseURL       string
+	DatabasePooler    store.Pooler
 	PublicURL         *url.URL
 	BootstrapGate     bool
 	OperatorTokenFile string
@@ -75,6 +76,7 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 	fs.StringVar(&c.TLSKeyFile, "tls-key-file", "", "PEM private key of --tls-cert-file (such as a cert-manager Secret's tls.key)")
 	fs.StringVar(&c.DatabaseURL, "database-url", "", "Postgres URL (postgres://user:pass@host:5432/db)")
 	fs.StringVar(&dbURLFile, "database-url-file", "", "file holding the Postgres URL, instead of --database-url")
+	definePooler(fs, &c.DatabasePooler)
 	fs.StringVar(&publicURL, "public-url", "http://localhost:8080", "URL where people reach this server")
 	fs.BoolVar(&c.BootstrapGate, "bootstrap-gate", true, "refuse every sign-in until the install is claimed")
 	fs.StringVar(&c.OperatorTokenFile, "operator-token-file", "", "file of operator tokens, one a line (32+ characters each)")
@@ -141,7 +143,7 @@ func (c Config) validate() error {
 	var problems []string
 	if c.DatabaseURL == "" {
 		problems = append(problems, "no database: set --database-url or TERDUT_DATABASE_URL (or TERDUT_DATABASE_URL_FILE), e.g. postgres://terdut:secret@localhost:5432/terdut")
-	} else if err := store.CheckURL(c.DatabaseURL); err != nil {
+	} else if err := store.CheckURL(c.DatabaseURL, store.WithPooler(c.DatabasePooler)); err != nil {
 		problems = append(problems, "--database-url: "+err.Error())
 	}
 	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
