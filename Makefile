@@ -31,8 +31,11 @@ run:
 	exec bin/terdut-server $(ARGS)
 
 # test runs every test with the race detector. The tests find Postgres themselves (see the
-# README): nothing to start by hand.
+# README): nothing to start by hand. The tests behind a connection pooler run a real PgBouncer
+# (internal/pgbouncertest): scripts/ensure-pgbouncer.sh installs Debian's first when it is
+# missing (as root), or says how.
 test:
+	scripts/ensure-pgbouncer.sh
 	$(GO) test -race -count=1 -timeout 15m ./...
 
 # lint runs go vet and staticcheck (a Go tool of this module: see go.mod), and go vet on the
@@ -103,12 +106,15 @@ e2e:
 # paused and restarted with it) and a rolling restart (faults/), people signing in at the
 # default sign-in limit throughout. It prints Patroni's time to a writable leader and
 # terdut-server's extra time per fault.
+# TestPatroniPooler kills the leader once more with terdut-server behind PgBouncer in
+# transaction mode (as Zalando's pooler) in front of HAProxy.
 # scripts/ensure-patroni.sh first installs Debian's patroni, etcd and haproxy when they are
-# missing (as root), or says how to. About 5 minutes.
+# missing (as root), or says how to, and scripts/ensure-pgbouncer.sh pgbouncer. About 7 minutes.
 .PHONY: failover
 failover:
 	scripts/ensure-patroni.sh
-	$(GO) test -race -count=1 -tags patroni -p 1 -timeout 15m -v -run '^(TestCluster|TestPatroni)$$' ./internal/patronitest/ ./faults/
+	scripts/ensure-pgbouncer.sh
+	$(GO) test -race -count=1 -tags patroni -p 1 -timeout 20m -v -run '^(TestCluster|TestPatroni|TestPatroniPooler)$$' ./internal/patronitest/ ./faults/
 
 # kube runs the Kubernetes suite (behind the build tag "kube", so that `make test` needs no
 # etcd): the real kube-apiserver of k8s.io/kubernetes over Debian's etcd, on 127.0.0.1

@@ -14,7 +14,9 @@ set -euo pipefail
 
 die() { echo "ensure-pgbouncer: $*" >&2; exit 1; }
 
-found() { command -v pgbouncer >/dev/null || [[ -x /usr/sbin/pgbouncer ]]; }
+# TERDUT_PGBOUNCER_DEBIAN moves Debian's path, for the tests only.
+debian=${TERDUT_PGBOUNCER_DEBIAN:-/usr/sbin/pgbouncer}
+found() { command -v pgbouncer >/dev/null || [[ -x $debian ]]; }
 
 if found; then
   exit 0
@@ -29,4 +31,5 @@ if [[ -n $state && $state != offline ]] && systemctl cat pgbouncer.service >/dev
     echo "ensure-pgbouncer: could not disable and stop pgbouncer.service; check: systemctl status pgbouncer" >&2
 fi
 found || die "apt-get ran but pgbouncer is still missing"
-echo "ensure-pgbouncer: $( (command -v pgbouncer || echo /usr/sbin/pgbouncer) | xargs -I{} {} --version | head -1)" >&2
+bin=$(command -v pgbouncer || echo "$debian")
+echo "ensure-pgbouncer: $("$bin" --version 2>/dev/null | head -1)" >&2
