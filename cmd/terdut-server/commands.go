@@ -19,7 +19,7 @@ func parseDatabaseFlags(name string, args []string, getenv func(string) string, 
 	url := fs.String("database-url", "", "Postgres URL")
 	file := fs.String("database-url-file", "", "file holding the Postgres URL")
 	var pooler store.Pooler
-	definePooler(fs, &pooler)
+	fs.TextVar(&pooler, "database-pooler", store.PoolerNone, poolerUsage)
 	if err := fs.Parse(args); err != nil {
 		return database{}, nil, err
 	}

@@ -76,7 +76,7 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 	fs.StringVar(&c.TLSKeyFile, "tls-key-file", "", "PEM private key of --tls-cert-file (such as a cert-manager Secret's tls.key)")
 	fs.StringVar(&c.DatabaseURL, "database-url", "", "Postgres URL (postgres://user:pass@host:5432/db)")
 	fs.StringVar(&dbURLFile, "database-url-file", "", "file holding the Postgres URL, instead of --database-url")
-	definePooler(fs, &c.DatabasePooler)
+	fs.TextVar(&c.DatabasePooler, "database-pooler", store.PoolerNone, poolerUsage)
 	fs.StringVar(&publicURL, "public-url", "http://localhost:8080", "URL where people reach this server")
 	fs.BoolVar(&c.BootstrapGate, "bootstrap-gate", true, "refuse every sign-in until the install is claimed")
 	fs.StringVar(&c.OperatorTokenFile, "operator-token-file", "", "file of operator tokens, one a line (32+ characters each)")

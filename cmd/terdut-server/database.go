@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"time"
@@ -21,31 +20,8 @@ type database struct {
 
 func (d database) opts() []store.Option { return []store.Option{store.WithPooler(d.pooler)} }
 
-// poolerFlag is --database-pooler: none or transaction, checked when set (from the command
-// line or TERDUT_DATABASE_POOLER).
-type poolerFlag struct{ p *store.Pooler }
-
-func (f poolerFlag) String() string {
-	if f.p == nil || *f.p == "" {
-		return string(store.PoolerNone)
-	}
-	return string(*f.p)
-}
-
-func (f poolerFlag) Set(s string) error {
-	p, err := store.ParsePooler(s)
-	if err != nil {
-		return err
-	}
-	*f.p = p
-	return nil
-}
-
-// definePooler adds --database-pooler to fs.
-func definePooler(fs *flag.FlagSet, p *store.Pooler) {
-	*p = store.PoolerNone
-	fs.Var(poolerFlag{p}, "database-pooler", "what stands between terdut-server and Postgres: none (Postgres directly, or a pooler in session mode) or transaction (a pooler in transaction mode, such as the PgBouncer of Zalando's postgres-operator: see docs/pooler.md)")
-}
+// poolerUsage is --database-pooler's help.
+const poolerUsage = "what stands between terdut-server and Postgres: none (Postgres directly, or a pooler in session mode) or transaction (a pooler in transaction mode, such as the PgBouncer of Zalando's postgres-operator: see docs/pooler.md)"
 
 // Start-up retries: a database that refuses the login, or a pooler that cannot log in to
 // Postgres yet (its role or password not there yet, Postgres restarting or failing over

@@ -40,6 +40,19 @@ func ParsePooler(s string) (Pooler, error) {
 	return "", fmt.Errorf("%q: use none (Postgres directly, or a pooler in session mode) or transaction (PgBouncer in transaction mode, as Zalando's postgres-operator runs it)", s)
 }
 
+// MarshalText gives the Pooler's name, for flag.TextVar.
+func (p Pooler) MarshalText() ([]byte, error) { return []byte(p), nil }
+
+// UnmarshalText reads a Pooler's name as ParsePooler does, for flag.TextVar.
+func (p *Pooler) UnmarshalText(b []byte) error {
+	v, err := ParsePooler(string(b))
+	if err != nil {
+		return err
+	}
+	*p = v
+	return nil
+}
+
 // Option is a setting of Open, Migrate and CheckURL.
 type Option func(*options)
 
