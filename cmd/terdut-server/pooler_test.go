@@ -42,7 +42,9 @@ func TestServe_PoolerLoginRetry(t *testing.T) {
 	stdout, stderr := &syncBuffer{}, &syncBuffer{}
 	done := make(chan error, 1)
 	args := []string{"serve", "--listen", "127.0.0.1:0", "--password-hash-cost", "4"}
-	go func() { done <- run(ctx, args, env{"TERDUT_DATABASE_URL": url, "TERDUT_DATABASE_POOLER": "transaction"}.get, stdout, stderr) }()
+	go func() {
+		done <- run(ctx, args, env{"TERDUT_DATABASE_URL": url, "TERDUT_DATABASE_POOLER": "transaction"}.get, stdout, stderr)
+	}()
 	t.Cleanup(func() {
 		cancel()
 		<-done
