@@ -14,8 +14,8 @@ import (
 // The side behind a connection pooler: GET /api/me with an API key from terdut-server with
 // --database-pooler=transaction through a transaction-mode PgBouncer configured as Zalando's
 // (internal/pgbouncertest), against the floor through the same PgBouncer in the same
-// statement mode (cache_describe: pgx's default prepares statements by name, which such a
-// pooler cannot carry), and the pooler's cost: the same server through PgBouncer over the
+// statement mode (simple_protocol, the server's there: pgx's default prepares statements by
+// name, which such a pooler cannot carry), and the pooler's cost: the same server through PgBouncer over the
 // server on Postgres directly (e.server).
 
 // poolerGoal: behind the pooler, the server may cost at most 5% over the floor, as directly.
@@ -38,7 +38,7 @@ func (e *env) poolerSide(tb testing.TB) func(*env, context.Context) ([]Figure, e
 		if e.wrk == "" {
 			return nil, fmt.Errorf("wrk is not installed (scripts/ensure-wrk.sh installs it)")
 		}
-		p := e.startPooled(tb, "cache_describe")
+		p := e.startPooled(tb, "simple_protocol")
 		var figures []Figure
 		for _, c := range apiKeyConcurrencies {
 			fs, err := e.pooledAt(ctx, p, c)
@@ -91,8 +91,8 @@ func (e *env) pooledAt(ctx context.Context, p *pooled, clients int) ([]Figure, e
 		"wrk":                           fmt.Sprintf("-t 2 -c %d -d %ds, one key", clients, e.roundSeconds()),
 		"pooler":                        "PgBouncer, pool_mode transaction, SCRAM, auth_query (as Zalando's)",
 		"pgbouncer_default_pool_size":   poolerPoolSize,
-		"server_pgx_exec_mode":          "--database-pooler=transaction: cache_describe",
-		"floor_pgx_exec_mode":           "cache_describe (default_query_exec_mode in its URL)",
+		"server_pgx_exec_mode":          "--database-pooler=transaction: simple_protocol",
+		"floor_pgx_exec_mode":           "simple_protocol (default_query_exec_mode in its URL)",
 		"rounds_server_pooled":          server.rates,
 		"rounds_floor_pooled":           floor.rates,
 		"rounds_server_direct":          direct.rates,

@@ -13,12 +13,15 @@ import (
 	"github.com/terdut-server/terdut-server/internal/pgtest"
 )
 
-// TestServe_Pooler: with TERDUT_DATABASE_POOLER=transaction, replicas started on an empty
-// database behind a transaction-mode PgBouncer (as Zalando's pooler) migrate it, are ready,
-// and serve the claim.
+// TestServe_Pooler: with TERDUT_DATABASE_POOLER=transaction, `terdut-server migrate` and
+// replicas started behind a transaction-mode PgBouncer (as Zalando's pooler) migrate the
+// database, are ready, and serve the claim.
 func TestServe_Pooler(t *testing.T) {
 	p := pgbouncertest.Start(t, pgtest.AdminURL(), pgbouncertest.Options{PoolSize: 3})
 	e := env{"TERDUT_DATABASE_URL": p.URL(t, pgtest.MustEmptyDatabase(t)), "TERDUT_DATABASE_POOLER": "transaction"}
+	if r := mustRun(t, e, "migrate"); !strings.Contains(r.Stdout, "the schema is current") {
+		t.Fatalf("terdut-server migrate through PgBouncer: got %q, want the schema current", r.Stdout)
+	}
 	first, second := startServe(t, e), startServe(t, e)
 	for _, srv := range []*server{first, second} {
 		status, body := srv.get(t, "/readyz", "")

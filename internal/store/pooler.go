@@ -19,15 +19,18 @@ const (
 	PoolerNone Pooler = "none"
 	// PoolerTransaction is a pooler in transaction mode, such as the PgBouncer that Zalando's
 	// postgres-operator puts in front of a cluster: each transaction may run on another server
-	// connection, so no statement may be prepared by name. Statements go as one message
-	// each (parse, bind, execute), with their descriptions cached on the client.
+	// connection, so no statement may be prepared by name. Each statement goes as one
+	// simple-protocol query, its arguments quoted by pgx.
 	PoolerTransaction Pooler = "transaction"
 )
 
 // poolerExecMode is how statements go behind a transaction-mode pooler unless the URL's
-// default_query_exec_mode names another mode that works there. It is the fastest such mode
-// measured (docs/pooler.md): one round trip, like the default, and no named statement.
-const poolerExecMode = pgx.QueryExecModeCacheDescribe
+// default_query_exec_mode names another mode that works there. Of those (cache_describe,
+// exec, simple_protocol: one round trip each, no named statement) it was the fastest in two
+// runs of BenchmarkPoolerModes (docs/pooler.md#figures), and the store's and the API's tests
+// pass in it. pgx refuses it on a server without standard_conforming_strings=on, so its
+// quoting is never wrong.
+const poolerExecMode = pgx.QueryExecModeSimpleProtocol
 
 // ParsePooler returns the Pooler named s ("none", "session" or "transaction").
 func ParsePooler(s string) (Pooler, error) {
@@ -90,7 +93,7 @@ func (o options) execMode(url string, parsed pgx.QueryExecMode) (pgx.QueryExecMo
 		return parsed, nil
 	default:
 		return 0, errors.New("the database URL's default_query_exec_mode=" + given + " does not work behind a transaction-mode pooler (" +
-			"a statement prepared on one server connection is used on another): leave it out, and --database-pooler=transaction picks cache_describe")
+			"a statement prepared on one server connection is used on another): leave it out, and --database-pooler=transaction picks simple_protocol")
 	}
 }
 
