@@ -32,8 +32,11 @@ run:
 	exec bin/terdut-server $(ARGS)
 
 # test runs every test with the race detector. The tests find Postgres themselves (see the
-# README): nothing to start by hand.
+# README): nothing to start by hand. The tests behind a connection pooler run a real PgBouncer
+# (internal/pgbouncertest): scripts/ensure-pgbouncer.sh installs Debian's first when it is
+# missing (as root), or says how.
 test:
+	scripts/ensure-pgbouncer.sh
 	$(GO) test -race -count=1 -timeout 15m ./...
 
 # lint runs go vet and staticcheck (a Go tool of this module: see go.mod), and go vet on the
@@ -108,12 +111,15 @@ e2e:
 # paused and restarted with it) and a rolling restart (faults/), people signing in at the
 # default sign-in limit throughout. It prints Patroni's time to a writable leader and
 # terdut-server's extra time per fault.
+# TestPatroniPooler kills the leader once more with terdut-server behind PgBouncer in
+# transaction mode (as Zalando's pooler) in front of HAProxy.
 # scripts/ensure-patroni.sh first installs Debian's patroni, etcd and haproxy when they are
-# missing (as root), or says how to. About 5 minutes.
+# missing (as root), or says how to, and scripts/ensure-pgbouncer.sh pgbouncer. About 7 minutes.
 .PHONY: failover
 failover:
 	scripts/ensure-patroni.sh
-	$(GO) test -race -count=1 -tags patroni -p 1 -timeout 15m -v -run '^(TestCluster|TestPatroni)$$' ./internal/patronitest/ ./faults/
+	scripts/ensure-pgbouncer.sh
+	$(GO) test -race -count=1 -tags patroni -p 1 -timeout 20m -v -run '^(TestCluster|TestPatroni|TestPatroniPooler)$$' ./internal/patronitest/ ./faults/
 
 # kube runs the Kubernetes suite (behind the build tag "kube", so that `make test` needs no
 # etcd): the real kube-apiserver of k8s.io/kubernetes over Debian's etcd, on 127.0.0.1
@@ -130,8 +136,9 @@ kube:
 
 # bench measures the gate's cost, API-key requests against pgbench and sign-ins during a
 # contested claim, each as a ratio to a baseline taken in the same run, on a throwaway
-# Postgres cluster of its own (see bench/README.md). It prints a table and writes the same
-# figures to bench/out/results.json; a missed goal is reported, not an error. About 2.5 minutes.
+# Postgres cluster of its own (see bench/README.md), and API-key requests behind PgBouncer in
+# transaction mode against the floor behind it (docs/pooler.md). It prints a table and writes the same
+# figures to bench/out/results.json; a missed goal is reported, not an error. About 4.5 minutes.
 .PHONY: bench
 bench:
-	$(GO) test -run '^$$' -bench '^BenchmarkReport$$' -benchtime 1x -count 1 -timeout 10m ./bench
+	$(GO) test -run '^$$' -bench '^BenchmarkReport$$' -benchtime 1x -count 1 -timeout 20m ./bench

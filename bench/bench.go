@@ -113,6 +113,7 @@ func Run(tb testing.TB, cfg Config) Report {
 		{"API-key requests against the floor and pgbench -S -M prepared", (*env).apiKeys},
 		{"sign-in latency during a contested claim", one((*env).contestedSignIn)},
 		{"sign-in latency during a sign-in flood", one((*env).signInFlood)},
+		{"API-key requests behind PgBouncer, against the floor and directly", e.poolerSide(tb)},
 	}
 	for _, m := range measures {
 		cfg.progressf("measuring %s", m.what)

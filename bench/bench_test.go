@@ -26,7 +26,8 @@ func TestRun(t *testing.T) {
 		wantKeys := []string{"gate_password", "gate_oidc",
 			"apikey_vs_floor_c8", "apikey_cpu_vs_floor_c8", "apikey_access_log_c8", "apikey_access_log_cpu_c8",
 			"apikey_vs_floor_c32", "apikey_cpu_vs_floor_c32", "apikey_access_log_c32", "apikey_access_log_cpu_c32",
-			"apikey_vs_pgbench_c8", "apikey_vs_pgbench_c32", "contested_p99", "signin_flood_p99"}
+			"apikey_vs_pgbench_c8", "apikey_vs_pgbench_c32", "contested_p99", "signin_flood_p99",
+			"pooler_apikey_vs_floor_c8", "pooler_cost_c8", "pooler_apikey_vs_floor_c32", "pooler_cost_c32"}
 		// Latency figures and the CPU figures themselves have no cpu ratio.
 		noCPURatio := map[string]bool{"contested_p99": true, "signin_flood_p99": true,
 			"apikey_cpu_vs_floor_c8": true, "apikey_cpu_vs_floor_c32": true,
@@ -106,6 +107,21 @@ func BenchmarkReport(b *testing.B) {
 	for b.Loop() {
 		rep = bench.Run(b, bench.Config{Out: os.Stdout, Progress: os.Stderr,
 			JSONPath: filepath.Join("out", "results.json"), InstallWrk: true})
+	}
+	for _, f := range rep.Figures {
+		b.ReportMetric(f.Ratio, f.Key+"-ratio")
+	}
+	b.ReportMetric(0, "ns/op")
+}
+
+// BenchmarkPoolerModes measures each of pgx's statement modes on Postgres and behind a
+// transaction-mode PgBouncer (bench.RunModes), writing out/modes.json: the figures behind
+// --database-pooler=transaction's mode. Run it with -benchtime 1x; about 4 minutes.
+func BenchmarkPoolerModes(b *testing.B) {
+	var rep bench.Report
+	for b.Loop() {
+		rep = bench.RunModes(b, bench.Config{Out: os.Stdout, Progress: os.Stderr,
+			JSONPath: filepath.Join("out", "modes.json"), InstallWrk: true})
 	}
 	for _, f := range rep.Figures {
 		b.ReportMetric(f.Ratio, f.Key+"-ratio")

@@ -340,9 +340,9 @@ func (s *suite) run(f fault) bool {
 }
 
 // reachable is when the route could first reach the new leader: at its promotion for the
-// multi-host URL, once HAProxy routes to it for HAProxy.
+// multi-host URL, once HAProxy routes to it for HAProxy and PgBouncer (in front of HAProxy).
 func reachable(route string, w patronitest.Writable) time.Time {
-	if route == "HAProxy" {
+	if route != "multi-host" {
 		return w.HAProxy
 	}
 	return w.Promoted

@@ -20,7 +20,7 @@ func audit(ctx context.Context, args []string, getenv func(string) string, stdou
 			"Prints the audit of administrative actions as JSON, newest first: the page GET /api/audit answers, "+
 				"with the same filters (actor=5, event=user.*, limit=100, before=1234).", fs)
 	}
-	url, rest, err := parseDatabaseFlags("terdut-server audit", help, args, getenv, stdout)
+	db, rest, err := parseDatabaseFlags("terdut-server audit", help, args, getenv, stdout)
 	if err != nil {
 		return err
 	}
@@ -41,7 +41,7 @@ func audit(ctx context.Context, args []string, getenv func(string) string, stdou
 	if problem != "" {
 		return fmt.Errorf("audit: %s", problem)
 	}
-	st, err := openMigrated(ctx, url, newLogger(stderr, 0))
+	st, err := openMigrated(ctx, db, newLogger(stderr, 0))
 	if err != nil {
 		return err
 	}

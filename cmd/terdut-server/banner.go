@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+
+	"github.com/terdut-server/terdut-server/internal/store"
 )
 
 // orRunClaim is the start-up banner's other way to claim: `bootstrap claim` as a command line
@@ -40,6 +42,9 @@ func cliCommand(db DatabaseConfig, args string) (line string, ok bool) {
 	}
 	if db.User != "" {
 		env = append(env, "TERDUT_DATABASE_USER="+shellQuote(db.User))
+	}
+	if db.Pooler != store.PoolerNone {
+		env = append(env, "TERDUT_DATABASE_POOLER="+shellQuote(string(db.Pooler)))
 	}
 	switch {
 	case db.PasswordFile != "":

@@ -13,26 +13,26 @@ import (
 )
 
 // parseDatabaseFlags reads the only settings the offline commands need, and returns the URL
-// to connect with and the arguments after the flags. Asked for help, it writes help to stdout
+// to connect with (and what stands between) and the arguments after the flags. Asked for help, it writes help to stdout
 // and returns flag.ErrHelp.
-func parseDatabaseFlags(name string, help func(*flag.FlagSet) func(io.Writer), args []string, getenv func(string) string, stdout io.Writer) (string, []string, error) {
+func parseDatabaseFlags(name string, help func(*flag.FlagSet) func(io.Writer), args []string, getenv func(string) string, stdout io.Writer) (database, []string, error) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	var db DatabaseConfig
 	db.define(fs)
 	if err := parseFlags(fs, args, help(fs), stdout); err != nil {
-		return "", nil, err
+		return database{}, nil, err
 	}
 	given, err := applyEnv(fs, getenv)
 	if err != nil {
-		return "", nil, err
+		return database{}, nil, err
 	}
 	u, err := db.resolve(given, getenv)
 	if err == nil {
-		if err = store.CheckURL(u); err != nil {
+		if err = store.CheckURL(u, store.WithPooler(db.Pooler)); err != nil {
 			err = fmt.Errorf("--database-url: %w", err)
 		}
 	}
-	return u, fs.Args(), err
+	return database{url: u, pooler: db.Pooler}, fs.Args(), err
 }
 
 // migrate applies pending migrations and exits.
@@ -41,14 +41,14 @@ func migrate(ctx context.Context, args []string, getenv func(string) string, std
 		return databaseHelp("terdut-server migrate [flags]", "Applies the database migrations this terdut-server ships and exits. "+
 			"serve does it when it starts; migrate does it ahead of a rollout.", fs)
 	}
-	url, rest, err := parseDatabaseFlags("terdut-server migrate", help, args, getenv, stdout)
+	db, rest, err := parseDatabaseFlags("terdut-server migrate", help, args, getenv, stdout)
 	if err != nil {
 		return err
 	}
 	if len(rest) > 0 {
 		return fmt.Errorf("migrate takes no arguments, got %q", rest[0])
 	}
-	n, err := store.Migrate(ctx, url)
+	n, err := store.Migrate(ctx, db.url, db.opts()...)
 	if err != nil {
 		return err
 	}
@@ -75,14 +75,14 @@ func bootstrap(ctx context.Context, args []string, getenv func(string) string, s
 	help := func(fs *flag.FlagSet) func(io.Writer) {
 		return databaseHelp("terdut-server bootstrap "+sub+" [flags]", about, fs)
 	}
-	url, rest, err := parseDatabaseFlags("terdut-server bootstrap "+sub, help, args[1:], getenv, stdout)
+	db, rest, err := parseDatabaseFlags("terdut-server bootstrap "+sub, help, args[1:], getenv, stdout)
 	if err != nil {
 		return err
 	}
 	if len(rest) > 0 {
 		return fmt.Errorf("bootstrap %s takes no arguments, got %q", sub, rest[0])
 	}
-	st, err := openMigrated(ctx, url, newLogger(stderr, 0))
+	st, err := openMigrated(ctx, db, newLogger(stderr, 0))
 	if err != nil {
 		return err
 	}

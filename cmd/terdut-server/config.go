@@ -145,7 +145,7 @@ func (c Config) validate() error {
 	var problems []string
 	if c.DatabaseURL == "" {
 		problems = append(problems, errNoDatabase.Error())
-	} else if err := store.CheckURL(c.DatabaseURL); err != nil {
+	} else if err := store.CheckURL(c.DatabaseURL, store.WithPooler(c.Database.Pooler)); err != nil {
 		problems = append(problems, "--database-url: "+err.Error())
 	}
 	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {

@@ -20,6 +20,7 @@ type DatabaseConfig struct {
 	// PasswordVar is whether the password came from TERDUT_DATABASE_PASSWORD, which, being a
 	// secret, is a variable alone and never a flag.
 	PasswordVar bool
+	Pooler      store.Pooler // --database-pooler: what stands between terdut-server and Postgres
 }
 
 // define adds the --database-* flags, which serve and the offline commands share.
@@ -28,6 +29,7 @@ func (c *DatabaseConfig) define(fs *flag.FlagSet) {
 	fs.StringVar(&c.URLFile, "database-url-file", "", "file holding the Postgres URL, instead of --database-url")
 	fs.StringVar(&c.User, "database-user", "", "user to connect to Postgres as, instead of the URL's (such as the username of a postgres-operator credentials Secret)")
 	fs.StringVar(&c.PasswordFile, "database-password-file", "", "file holding the Postgres password, for a URL without one (such as the password of a postgres-operator credentials Secret); TERDUT_DATABASE_PASSWORD gives it as a variable")
+	fs.TextVar(&c.Pooler, "database-pooler", store.PoolerNone, poolerUsage)
 }
 
 // resolve returns the URL to connect with: the URL (or its file's), with the user and the

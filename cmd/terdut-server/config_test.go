@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/terdut-server/terdut-server/internal/store"
 )
 
 const testDB = "postgres://terdut@db.example:5432/terdut"
@@ -21,7 +23,7 @@ const testFailoverDB = "postgres://terdut@db-0.example:5432,db-1.example:5432/te
 // defaultConfig is the Config of a server given only a database URL, with its public URL
 // as a string for comparison.
 func defaultConfig() (Config, string) {
-	return Config{Listen: ":8080", DatabaseURL: testDB, BootstrapGate: true, ResetMax: 5, ResetWindow: time.Minute,
+	return Config{Listen: ":8080", DatabaseURL: testDB, Database: DatabaseConfig{Pooler: store.PoolerNone}, BootstrapGate: true, ResetMax: 5, ResetWindow: time.Minute,
 		PasswordLogin: true, LoginLimitMax: 10, LoginLimitWindow: 15 * time.Minute, PasswordCost: 12, SessionTTL: 12 * time.Hour, OIDCGroupsClaim: "groups",
 		OIDCScopes: []string{"openid", "profile", "email"}, OIDCUsernameClaim: "preferred_username",
 		LogLevel: slog.LevelInfo, ShutdownTimeout: 20 * time.Second,
@@ -183,6 +185,14 @@ func TestParseConfig(t *testing.T) {
 			want: func(c *Config, _ *string) {
 				c.OIDCIssuer, c.OIDCClientID, c.OIDCClientSecret = "http://[::1]:5556", "terdut", "s"
 			}},
+		{name: "PoolerEnv", env: env{"TERDUT_DATABASE_URL": testDB, "TERDUT_DATABASE_POOLER": "transaction"},
+			want: func(c *Config, _ *string) { c.Database.Pooler = store.PoolerTransaction }},
+		{name: "PoolerFlagURLMode", args: []string{"--database-pooler", "transaction"},
+			env: env{"TERDUT_DATABASE_URL": testDB + "?default_query_exec_mode=exec"},
+			want: func(c *Config, _ *string) {
+				c.Database.Pooler, c.DatabaseURL = store.PoolerTransaction, testDB+"?default_query_exec_mode=exec"
+			}},
+		{name: "PoolerSession", args: []string{"--database-pooler", "session"}, env: env{"TERDUT_DATABASE_URL": testDB}},
 		{name: "OIDCSecretFileEnv", env: env{"TERDUT_DATABASE_URL": testDB, "TERDUT_OIDC_ISSUER": "https://idp.example",
 			"TERDUT_OIDC_CLIENT_ID": "terdut", "TERDUT_OIDC_CLIENT_SECRET_FILE": secretFile},
 			want: func(c *Config, _ *string) {
@@ -204,8 +214,8 @@ func TestParseConfig(t *testing.T) {
 			}
 			got.PublicURL = nil
 			// Where the URL came from is the banner's (TestServe_BannerClaimCommandRuns);
-			// DatabaseURL is what the server connects with.
-			got.Database = DatabaseConfig{}
+			// DatabaseURL is what the server connects with, and Pooler what stands between.
+			got.Database = DatabaseConfig{Pooler: got.Database.Pooler}
 			if !reflect.DeepEqual(got, want) {
 				t.Errorf("got %+v,\nwant %+v", got, want)
 			}
@@ -245,6 +255,16 @@ func TestParseConfig_Invalid(t *testing.T) {
 			want: []string{"--database-url", "lists 2 hosts", "target_session_attrs=read-write"}},
 		{name: "ErrDatabaseURLMalformed", env: env{"TERDUT_DATABASE_URL": "postgres://terdut@[::1/terdut"},
 			want: []string{"--database-url", "database URL", "malformed"}},
+		{name: "ErrPooler", args: []string{"--database-pooler", "statement"}, env: db,
+			want: []string{"-database-pooler", `"statement"`, "none", "transaction"}},
+		{name: "ErrPoolerEnv", env: env{"TERDUT_DATABASE_URL": testDB, "TERDUT_DATABASE_POOLER": "pgbouncer"},
+			want: []string{"TERDUT_DATABASE_POOLER", "none", "transaction"}},
+		{name: "ErrPoolerNamedStatements", args: []string{"--database-pooler", "transaction"},
+			env:  env{"TERDUT_DATABASE_URL": testDB + "?default_query_exec_mode=cache_statement"},
+			want: []string{"--database-url", "default_query_exec_mode=cache_statement", "transaction-mode pooler"}},
+		{name: "ErrPoolerDescribeExec", args: []string{"--database-pooler", "transaction"},
+			env:  env{"TERDUT_DATABASE_URL": testDB + "?default_query_exec_mode=describe_exec"},
+			want: []string{"--database-url", "default_query_exec_mode=describe_exec", "transaction-mode pooler"}},
 		{name: "ErrUnknownFlag", args: []string{"--no-such-setting"}, env: db, want: []string{"-no-such-setting"}},
 		{name: "ErrArgument", args: []string{"--listen", ":1", "extra"}, env: db, want: []string{`unexpected argument "extra"`}},
 		{name: "ErrFlagValue", args: []string{"--session-ttl", "forever"}, env: db, want: []string{"-session-ttl", "forever"}},

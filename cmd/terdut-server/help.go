@@ -53,7 +53,7 @@ var serveGroups = []flagGroup{
 }
 
 // databaseNames are the settings every command that opens the database takes.
-var databaseNames = []string{"database-url", "database-url-file", "database-user", "database-password-file", "TERDUT_DATABASE_PASSWORD"}
+var databaseNames = []string{"database-url", "database-url-file", "database-user", "database-password-file", "database-pooler", "TERDUT_DATABASE_PASSWORD"}
 
 // variableHelp is the meaning of each variable with no flag.
 var variableHelp = map[string]string{

@@ -66,7 +66,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if err != nil {
 		return err
 	}
-	st, err := openMigrated(ctx, cfg.DatabaseURL, log)
+	st, err := openMigrated(ctx, database{url: cfg.DatabaseURL, pooler: cfg.Database.Pooler}, log)
 	if err != nil {
 		return err
 	}
@@ -200,26 +200,6 @@ func warmOperatorIdentity(ctx context.Context, identity *opjwt.Verifier, log *sl
 		log.Error("cannot read the operator identity issuer's keys: claims and resets with a service-account token answer 503 until they can be read; check --operator-oidc-issuer, --operator-oidc-ca-file and --operator-oidc-issuer-token-file",
 			"issuer", identity.Issuer(), "err", err)
 	}
-}
-
-// openMigrated opens the database and brings its schema up to this binary's version.
-func openMigrated(ctx context.Context, url string, log *slog.Logger) (*store.Store, error) {
-	n, err := store.Migrate(ctx, url)
-	if err != nil {
-		return nil, fmt.Errorf("migrate the database: %w", err)
-	}
-	if n > 0 {
-		log.Info("database migrated", "applied", n)
-	}
-	st, err := store.Open(ctx, url)
-	if err != nil {
-		return nil, err
-	}
-	if err := st.CheckSchema(ctx); err != nil {
-		st.Close()
-		return nil, err
-	}
-	return st, nil
 }
 
 // printNextSteps tells the person who started the server where it is and what to do next.

@@ -2,8 +2,13 @@ package api
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/terdut-server/terdut-server/internal/store"
 )
 
 // handleHealthz is liveness: the process answers. It never touches the database.
@@ -36,7 +41,7 @@ func (s *server) handleReadyz() http.Handler {
 			return
 		}
 		if err := s.store.CheckSchema(ctx); err != nil {
-			writeJSON(w, http.StatusServiceUnavailable, response{Status: "unavailable", Reason: "database schema is not current"})
+			writeJSON(w, http.StatusServiceUnavailable, response{Status: "unavailable", Reason: s.schemaReason(err)})
 			return
 		}
 		resp := response{Status: "ok"}
@@ -52,4 +57,27 @@ func (s *server) handleReadyz() http.Handler {
 		}
 		writeJSON(w, http.StatusOK, resp)
 	})
+}
+
+// schemaReason is what /readyz says when the schema check failed: an outdated or unknown
+// schema as such, the database out of reach as such, and any other database error by its
+// SQLSTATE, logged with its cause (a statement prepared by another client on a pooled
+// connection is 42P05 or 26000: a transaction-mode pooler without --database-pooler).
+func (s *server) schemaReason(err error) string {
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.Is(err, store.ErrSchemaOutdated), errors.Is(err, store.ErrSchemaTooNew):
+		return "database schema is not current: " + err.Error()
+	case errors.Is(err, store.ErrUnavailable):
+		return "database unreachable"
+	case errors.As(err, &pgErr):
+		s.log.Warn("readiness: reading the schema version failed", "err", err)
+		reason := "database error reading the schema version (SQLSTATE " + pgErr.Code + ")"
+		if pgErr.Code == "42P05" || pgErr.Code == "26000" {
+			reason += ": prepared statements collide; behind a transaction-mode pooler, set --database-pooler=transaction"
+		}
+		return reason
+	}
+	s.log.Warn("readiness: reading the schema version failed", "err", err)
+	return "database error reading the schema version (see the server's log)"
 }

@@ -39,10 +39,11 @@ type Server struct {
 	HTTP    *httptest.Server
 }
 
-// OpenStore opens the database at url and closes it when the test ends.
-func OpenStore(tb testing.TB, url string) *store.Store {
+// OpenStore opens the database at url (with opts, such as a pooler) and closes it when the
+// test ends.
+func OpenStore(tb testing.TB, url string, opts ...store.Option) *store.Store {
 	tb.Helper()
-	st, err := store.Open(context.Background(), url)
+	st, err := store.Open(context.Background(), url, opts...)
 	if err != nil {
 		tb.Fatalf("open store: %v", err)
 	}
@@ -57,6 +58,12 @@ func OpenStore(tb testing.TB, url string) *store.Store {
 // waits up to 30s for a free slot (production: 1s), so that a burst of sign-ins on a busy test
 // machine is not refused as overloaded unless a test asks for that.
 func NewServer(tb testing.TB, dbURL string, mutate func(*api.Options)) *Server {
+	tb.Helper()
+	return NewServerOn(tb, OpenStore(tb, dbURL), mutate)
+}
+
+// NewServerOn is NewServer over a store the caller opened (behind a pooler, say).
+func NewServerOn(tb testing.TB, st *store.Store, mutate func(*api.Options)) *Server {
 	tb.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -76,7 +83,6 @@ func NewServer(tb testing.TB, dbURL string, mutate func(*api.Options)) *Server {
 	if mutate != nil {
 		mutate(&opts)
 	}
-	st := OpenStore(tb, dbURL)
 	srv := httptest.NewUnstartedServer(api.NewServer(st, opts))
 	srv.Listener.Close()
 	srv.Listener = ln

@@ -281,6 +281,11 @@ func (c *Cluster) appURL(hosts, extra string) string {
 	return "postgres://" + App + ":" + url.QueryEscape(AppPassword) + "@" + hosts + "/" + App + "?sslmode=disable" + extra
 }
 
+// SuperuserURL is the database db through HAProxy (on the leader), as the superuser.
+func (c *Cluster) SuperuserURL(db string) string {
+	return fmt.Sprintf("postgres://%s:%s@127.0.0.1:%d/%s?sslmode=disable", Superuser, superuserPassword, c.HAProxyPort, db)
+}
+
 // SuperuserURL is the database db on member m alone, as the superuser.
 func (m *Member) SuperuserURL(db string) string {
 	return fmt.Sprintf("postgres://%s:%s@127.0.0.1:%d/%s?sslmode=disable&connect_timeout=2", Superuser, superuserPassword, m.PGPort, db)

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"os"
 	"testing"
 
 	"github.com/terdut-server/terdut-server/internal/apitest"
@@ -10,6 +11,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if url := os.Getenv(envHolder); url != "" {
+		runHolder(url)
+	}
 	pgtest.Main(m, store.MigrateUp)
 }
 

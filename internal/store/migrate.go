@@ -8,9 +8,11 @@ import (
 	"io"
 	"io/fs"
 	"log"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -46,10 +48,13 @@ var latestVersion = sync.OnceValues(func() (int64, error) {
 	return latest, nil
 })
 
-func openSQL(url string) (*sql.DB, *hostOrder, error) {
+func openSQL(url string, o options) (*sql.DB, *hostOrder, error) {
 	cfg, err := pgx.ParseConfig(url)
 	if err != nil {
 		return nil, nil, fmt.Errorf("parse database URL: %w", redactParseError(err))
+	}
+	if err := o.applyTo(url, cfg); err != nil {
+		return nil, nil, err
 	}
 	order := hostOrderFor(url, &cfg.Config)
 	if order == nil {
@@ -59,13 +64,15 @@ func openSQL(url string) (*sql.DB, *hostOrder, error) {
 }
 
 // Migrate applies every pending migration to the database at url and returns how many ran.
-// Concurrent callers (several replicas starting at once) are serialized by goose's session lock.
+// Concurrent callers (several replicas starting at once, directly or through a transaction-mode
+// pooler) are serialized by goose's table lock, a row with a lease (see lockLease).
 // With a multi-host URL, a host that refuses the database while connecting (a standby that
 // has not replayed its creation yet) is tried last the next time, once per host, so that the
 // migration reaches the writable host behind it.
-func Migrate(ctx context.Context, url string) (int, error) {
+func Migrate(ctx context.Context, url string, opts ...Option) (int, error) {
+	o := collect(opts)
 	for attempt := 1; ; attempt++ {
-		db, order, err := openSQL(url)
+		db, order, err := openSQL(url, o)
 		if err != nil {
 			return 0, err
 		}
@@ -78,15 +85,34 @@ func Migrate(ctx context.Context, url string) (int, error) {
 	}
 }
 
+// Migration lock. goose's table lock is a row in goose_lock, taken and renewed by single
+// statements: it needs no session, so it holds behind a transaction-mode pooler, where a
+// session's advisory lock would be taken on one server connection and released on another
+// (or left held on an idle one for ever). A holder renews its lease every lockHeartbeat; one
+// that dies leaves a lease that others take over once it runs out.
+var (
+	lockLease     = 15 * time.Second
+	lockHeartbeat = 3 * time.Second
+	// lockPoll and lockPolls: replicas waiting for another's migration look every second for
+	// 5 minutes in all, and start as soon as it is done.
+	lockPoll  = time.Second
+	lockPolls = uint64(300)
+	// lockAcquired, when set (by tests), runs once the migration lock is held.
+	lockAcquired func()
+)
+
 func migrateDB(ctx context.Context, db *sql.DB) (int, error) {
-	// Poll the lock every second (goose's default is every 5) for the same 5 minutes in all:
-	// replicas waiting for another's migration start as soon as it is done.
-	locker, err := lock.NewPostgresSessionLocker(lock.WithLockTimeout(1, 300))
+	locker, err := lock.NewPostgresTableLocker(lock.WithTableLeaseDuration(lockLease),
+		lock.WithTableHeartbeatInterval(lockHeartbeat), lock.WithTableLockTimeout(lockPoll, lockPolls),
+		lock.WithTableLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		return 0, fmt.Errorf("migration lock: %w", err)
 	}
+	if lockAcquired != nil {
+		locker = observedLocker{locker, lockAcquired}
+	}
 	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.FS,
-		goose.WithLogger(goose.NopLogger()), goose.WithSessionLocker(locker))
+		goose.WithLogger(goose.NopLogger()), goose.WithLocker(locker))
 	if err != nil {
 		return 0, fmt.Errorf("load migrations: %w", err)
 	}
@@ -95,6 +121,20 @@ func migrateDB(ctx context.Context, db *sql.DB) (int, error) {
 		return len(results), wrap(err, "migrate")
 	}
 	return len(results), nil
+}
+
+// observedLocker calls acquired once it holds the lock.
+type observedLocker struct {
+	lock.Locker
+	acquired func()
+}
+
+func (l observedLocker) Lock(ctx context.Context, db *sql.DB) error {
+	if err := l.Locker.Lock(ctx, db); err != nil {
+		return err
+	}
+	l.acquired()
+	return nil
 }
 
 // CheckSchema returns nil when the database is at exactly the version this binary ships,

@@ -39,10 +39,14 @@ type Store struct {
 }
 
 // Open connects to the database at url. It does not migrate; see Migrate and CheckSchema.
-func Open(ctx context.Context, url string) (*Store, error) {
+// WithPooler says what stands between it and Postgres.
+func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("parse database URL: %w", redactParseError(err))
+	}
+	if err := collect(opts).applyTo(url, cfg.ConnConfig); err != nil {
+		return nil, err
 	}
 	if cfg.ConnConfig.ConnectTimeout == 0 || cfg.ConnConfig.ConnectTimeout > 5*time.Second {
 		cfg.ConnConfig.ConnectTimeout = 5 * time.Second

@@ -16,10 +16,16 @@ import (
 // first that takes writes, so the server follows a failover), but refuses a list without
 // target_session_attrs=read-write or primary, with which the server could settle on a standby
 // and fail every write, and a target that asks for a standby. Its errors never quote the URL.
-func CheckURL(url string) error {
+//
+// WithPooler(PoolerTransaction) also refuses a default_query_exec_mode that cannot work behind
+// a transaction-mode pooler.
+func CheckURL(url string, opts ...Option) error {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return fmt.Errorf("parse database URL: %w", redactParseError(err))
+	}
+	if err := collect(opts).applyTo(url, cfg.ConnConfig); err != nil {
+		return err
 	}
 	conn := cfg.ConnConfig
 	hosts := map[string]bool{net.JoinHostPort(conn.Host, strconv.Itoa(int(conn.Port))): true}
