@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"text/tabwriter"
@@ -60,8 +61,16 @@ func (g Goal) String() string {
 	return fmt.Sprintf("%s %g", g.Op, g.Ratio)
 }
 
-// newFigure computes the ratio and whether it meets the goal.
+// newFigure computes the ratio and whether it meets the goal. A detail that could not be
+// measured (NaN or infinite: a percentile of a short round in which nothing of its kind
+// completed) becomes nil, JSON's null, so that it cannot make the report unwritable; the
+// figure's own value and baseline are checked by the harness's test instead.
 func newFigure(key, name, unit string, value, baseline float64, goal Goal, details map[string]any) Figure {
+	for k, v := range details {
+		if f, ok := v.(float64); ok && (math.IsNaN(f) || math.IsInf(f, 0)) {
+			details[k] = nil
+		}
+	}
 	ratio := value / baseline
 	return Figure{Key: key, Name: name, Unit: unit, Value: value, Baseline: baseline,
 		Ratio: ratio, Goal: goal, Met: goal.Met(ratio), Details: details}
