@@ -22,6 +22,9 @@ type pageData struct {
 	SSO      bool
 	Password bool
 	User     store.User
+	// ClaimCommand, on the pending page, is the curl line that claims an install no operator
+	// will claim (the open claim); empty when an operator is configured.
+	ClaimCommand string
 }
 
 var pageTitles = map[string]string{

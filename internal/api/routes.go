@@ -11,6 +11,7 @@ import (
 // handler for everything unless split is true; then people's handler answers the operator's
 // endpoints 404, and the operator's handler answers only them (and everything else 404).
 func (s *server) routes(split bool) (people, operator http.Handler) {
+	s.split = split
 	r := s.newRouter()
 
 	// Public: probes, metrics, pages and sign-in.

@@ -118,6 +118,7 @@ type server struct {
 	refusalLogs *logcap.PerKey  // bounds the lines of refusals anyone can cause, by event and reason
 	overloadLog *logcap.Limiter // bounds the lines of refused password checks
 	nameTags    nameTagger      // names an unknown username in a log line without writing it
+	split       bool            // the operator's endpoints are on a port of their own (routes)
 }
 
 // DefaultCheckLease is how long a password check counts against its person's limit while it
