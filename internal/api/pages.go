@@ -25,13 +25,18 @@ type pageData struct {
 	// ClaimCommand, on the pending page, is the curl line that claims an install no operator
 	// will claim (the open claim); empty when an operator is configured.
 	ClaimCommand string
+	// Token, on the set-password page, is its link's token, which the form sends back; empty
+	// when the page has no form to show. Done says the password was set.
+	Token string
+	Done  bool
 }
 
 var pageTitles = map[string]string{
-	"login.html":   "Sign in",
-	"pending.html": "terdut-server is being set up",
-	"home.html":    "terdut-server",
-	"error.html":   "Sign-in failed",
+	"login.html":        "Sign in",
+	"pending.html":      "terdut-server is being set up",
+	"home.html":         "terdut-server",
+	"error.html":        "Sign-in failed",
+	"set_password.html": "Choose your password",
 }
 
 // wantsHTML reports whether the client is a browser asking for a page.

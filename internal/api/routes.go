@@ -25,6 +25,8 @@ func (s *server) routes(split bool) (people, operator http.Handler) {
 	r.Method(http.MethodPost, "/api/auth/login", s.handleLogin())
 	r.Method(http.MethodPost, "/api/auth/logout", s.handleLogout())
 	r.Method(http.MethodPost, "/api/password-link", s.requirePasswordLogin(s.handlePasswordLinkRedeem()))
+	r.Method(http.MethodGet, setPasswordPath, s.handleSetPasswordPage())
+	r.Method(http.MethodPost, setPasswordPath, s.handleSetPasswordForm())
 
 	// The operator's: the claim status (public), then, with the operator token, the claim
 	// (open when no token is configured) and the reset (never open). With split, on a port

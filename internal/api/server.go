@@ -38,6 +38,7 @@ type Store interface {
 	RehashPassword(ctx context.Context, id int64, oldHash, newHash string) error
 	IssuePasswordLink(ctx context.Context, userID int64, by store.Caller, ttl time.Duration) (store.PasswordLink, error)
 	PasswordLinkLive(ctx context.Context, token string) error
+	PasswordLinkPerson(ctx context.Context, token string) (store.User, error)
 	RedeemPasswordLink(ctx context.Context, token, hash string) (store.User, error)
 
 	IssueAPIKey(ctx context.Context, nk store.NewAPIKey, lim store.APIKeyLimits) (store.APIKey, string, error)
