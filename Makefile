@@ -30,8 +30,8 @@ run:
 	$(GO) build -o bin/terdut-server ./cmd/terdut-server; \
 	exec bin/terdut-server $(ARGS)
 
-# test runs every test with the race detector. The tests find Postgres themselves (see the
-# README): nothing to start by hand.
+# test runs every test with the race detector. The tests find Postgres themselves (see
+# docs/developing.md#tests): nothing to start by hand.
 test:
 	$(GO) test -race -count=1 -timeout 15m ./...
 
