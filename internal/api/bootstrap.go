@@ -90,7 +90,7 @@ func (s *server) refusePending(w http.ResponseWriter, r *http.Request, method st
 		w.Header().Set("Retry-After", "10")
 		data := &pageData{}
 		if s.openClaim() {
-			data.ClaimCommand = s.claimCommand()
+			data.Title, data.ClaimCommand = "terdut-server is not claimed yet", s.claimCommand()
 		}
 		s.renderPage(w, http.StatusServiceUnavailable, "pending.html", data)
 		return

@@ -49,7 +49,9 @@ func (s *server) renderPage(w http.ResponseWriter, status int, name string, data
 	if data == nil {
 		data = &pageData{}
 	}
-	data.Title = pageTitles[name]
+	if data.Title == "" {
+		data.Title = pageTitles[name]
+	}
 	var buf bytes.Buffer
 	if err := templates.ExecuteTemplate(&buf, name, data); err != nil {
 		s.log.Error("render page", "page", name, "err", err)
