@@ -31,10 +31,10 @@ run:
 	$(GO) build -o bin/terdut-server ./cmd/terdut-server; \
 	exec bin/terdut-server $(ARGS)
 
-# test runs every test with the race detector. The tests find Postgres themselves (see the
-# README): nothing to start by hand. The tests behind a connection pooler run a real PgBouncer
-# (internal/pgbouncertest): scripts/ensure-pgbouncer.sh installs Debian's first when it is
-# missing (as root), or says how.
+# test runs every test with the race detector. The tests find Postgres themselves (see
+# docs/developing.md#tests): nothing to start by hand. The tests behind a connection pooler run
+# a real PgBouncer (internal/pgbouncertest): scripts/ensure-pgbouncer.sh installs Debian's first
+# when it is missing (as root), or says how.
 test:
 	scripts/ensure-pgbouncer.sh
 	$(GO) test -race -count=1 -timeout 15m ./...

@@ -3,6 +3,7 @@ package docs
 import (
 	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -467,10 +468,46 @@ var otherFlags = []string{"--service-account-jwks-uri", "--service-account-issue
 // commandFlags are terdut-server's flags that are no setting.
 var commandFlags = []string{"--help", "--version"}
 
+// developerPages are the pages about developing terdut-server, which name the variables of
+// its tests and scripts (TERDUT_TEST_*, ...) and the flags of the tools they run (docker,
+// debootstrap): each variable they name must be one the repository's code or scripts read,
+// and their flags are not terdut-server's.
+var developerPages = []string{"developing.md"}
+
+// mustRepositoryText returns the text of the repository's Go files, scripts and Makefile,
+// where the variables of developerPages are read.
+func mustRepositoryText(t *testing.T) string {
+	t.Helper()
+	var b strings.Builder
+	err := filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if name := d.Name(); path != ".." && (strings.HasPrefix(name, ".") || name == "docs" || name == "bin") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if ext := filepath.Ext(path); ext != ".go" && ext != ".sh" && d.Name() != "Makefile" {
+			return nil
+		}
+		data, err := os.ReadFile(path)
+		b.Write(data)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
 // TestDocs_Settings checks that every flag and TERDUT_* variable each page names is one
-// terdut-server has (or, for a flag, one of otherFlags).
+// terdut-server has (or, for a flag, one of otherFlags); on developerPages, that every
+// variable is one the repository reads.
 func TestDocs_Settings(t *testing.T) {
 	flags, vars := mustServeFlags(t), mustServeVariables(t)
+	repository := mustRepositoryText(t)
 	for _, page := range mustDocPages(t) {
 		t.Run(strings.TrimSuffix(page, ".md"), func(t *testing.T) {
 			doc, err := os.ReadFile(page)
@@ -486,6 +523,10 @@ func TestDocs_Settings(t *testing.T) {
 					slices.Contains(commandFlags, name)
 				if strings.HasPrefix(name, "TERDUT_") {
 					known = slices.Contains(docVars, name) || slices.Contains(flags, envFlag(name)) || slices.Contains(vars, name)
+				}
+				if slices.Contains(developerPages, page) {
+					// A tool's flag, or a variable of the tests and scripts that they read.
+					known = !strings.HasPrefix(name, "TERDUT_") || known || strings.Contains(repository, name)
 				}
 				if !known {
 					t.Errorf("%s names %s, want a flag of config.go or its TERDUT_* variable (%s), or one of %v %v", page, name, strings.Join(flags, ", "), docVars, otherFlags)

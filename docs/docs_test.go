@@ -1,5 +1,6 @@
 // Package docs holds no code: its tests keep the documentation honest. They run every curl
-// line of every page (bootstrap.md, kubernetes.md, security.md) against a real server, check
+// line of every page (bootstrap.md, kubernetes.md, security.md, ...) and of the README's quick
+// start against a real server, check
 // the example Kubernetes manifests and the settings against the flags the binary really has,
 // and check that the links between the pages lead somewhere.
 package docs
@@ -27,8 +28,10 @@ import (
 )
 
 // docVars are the shell variables the doc's curl lines may use. The test sets the first two;
-// API_KEY is the key of the last claim, as the doc tells the reader to keep it.
-var docVars = []string{"TERDUT_URL", "OPERATOR_TOKEN", "API_KEY"}
+// the others are what the doc tells the reader to keep from an answer: API_KEY the key of the
+// last claim (api_key.key), LINK_TOKEN the token of the last set-password link, KEY the key of
+// the last API key made (key).
+var docVars = []string{"TERDUT_URL", "OPERATOR_TOKEN", "API_KEY", "LINK_TOKEN", "KEY"}
 
 var (
 	fencePattern = regexp.MustCompile("^\\s*```+\\s*([A-Za-z0-9_-]*)")
@@ -265,7 +268,7 @@ var docPages = []string{"bootstrap.md", "kubernetes.md", "security.md"}
 
 // minCurlLines is how many curl lines a page is known to hold at least, so that a page the
 // test cannot read (or reads wrongly) fails instead of passing with nothing checked.
-var minCurlLines = map[string]int{"bootstrap.md": 10}
+var minCurlLines = map[string]int{"bootstrap.md": 10, readme: 7}
 
 // mustDocPages returns the names of every page of this directory, docPages among them.
 func mustDocPages(t *testing.T) []string {
@@ -294,8 +297,11 @@ func TestDocs_Curl(t *testing.T) {
 	if err != nil {
 		t.Fatalf("bash is not installed (%v): the curl lines of the docs are run with bash -c", err)
 	}
-	for _, page := range mustDocPages(t) {
-		t.Run(strings.TrimSuffix(page, ".md"), func(t *testing.T) {
+	// The README's quick start runs against a server like make run's: no operator configured,
+	// so the claim is open to this machine. The pages run against one with an operator token.
+	pages := append(mustDocPages(t), readme)
+	for _, page := range pages {
+		t.Run(strings.TrimSuffix(filepath.Base(page), ".md"), func(t *testing.T) {
 			doc, err := os.ReadFile(page)
 			if err != nil {
 				t.Fatal(err)
@@ -308,17 +314,25 @@ func TestDocs_Curl(t *testing.T) {
 				t.Fatalf("got %d curl lines in %s, want at least %d: is the page being read?", len(steps), page, minCurlLines[page])
 			}
 			if len(steps) > 0 {
-				runCurlSteps(t, page, steps, curl, bash)
+				runCurlSteps(t, page, steps, curl, bash, page != readme)
 			}
 		})
 	}
 }
 
-// runCurlSteps runs the curl lines of page, in order, against one fresh server.
-func runCurlSteps(t *testing.T, page string, steps []curlStep, curl, bash string) {
+// readme is the README, whose quick start's curl lines run like a page's.
+const readme = "../README.md"
+
+// runCurlSteps runs the curl lines of page, in order, against one fresh server, with an
+// operator token in a file when operator is true and with no operator configured otherwise.
+// The lines run in a directory of their own, where they may keep files (curl's cookie jar).
+func runCurlSteps(t *testing.T, page string, steps []curlStep, curl, bash string, operator bool) {
 	token := mustOperatorToken(t)
 	srv := apitest.NewServer(t, pgtest.MustDatabase(t), func(o *api.Options) {
-		o.OperatorTokens = apitest.TokenFile(t, token)
+		o.OperatorTokens = nil
+		if operator {
+			o.OperatorTokens = apitest.TokenFile(t, token)
+		}
 	})
 	dir := t.TempDir()
 	bodyFile := filepath.Join(dir, "body")
@@ -337,6 +351,7 @@ curl() { command curl --silent --show-error --noproxy '*' --max-time 10 --output
 				t.Fatal(err)
 			}
 			cmd := exec.CommandContext(t.Context(), bash, "-c", prelude+st.Command)
+			cmd.Dir = dir
 			for k, v := range env {
 				cmd.Env = append(cmd.Env, k+"="+v)
 			}
@@ -356,13 +371,17 @@ curl() { command curl --silent --show-error --noproxy '*' --max-time 10 --output
 			var resp struct {
 				Code   string
 				APIKey struct{ Key string } `json:"api_key"`
+				Token  string               // a set-password link's
+				Key    string               // an API key's
 			}
 			_ = json.Unmarshal(body, &resp) // not every body is JSON; the checks below say what is missing
 			if st.Code != "" && resp.Code != st.Code {
 				t.Fatalf("%s line %d: %s\ngot code %q, want %q; body: %s", page, st.Line, st.Command, resp.Code, st.Code, body)
 			}
-			if resp.APIKey.Key != "" {
-				env["API_KEY"] = resp.APIKey.Key
+			for name, v := range map[string]string{"API_KEY": resp.APIKey.Key, "LINK_TOKEN": resp.Token, "KEY": resp.Key} {
+				if v != "" {
+					env[name] = v
+				}
 			}
 			if st.Response != "" {
 				var want, got any

@@ -46,7 +46,7 @@ func audit(ctx context.Context, args []string, getenv func(string) string, stdou
 		return err
 	}
 	defer st.Close()
-	events, err := st.Events(ctx, q)
+	events, err := st.Events(ctx, api.PageQuery(q))
 	if err != nil {
 		return err
 	}

@@ -75,6 +75,12 @@ func TestAuditCLI(t *testing.T) {
 		if !slices.Equal(got.names(), want) {
 			t.Errorf("audit %s: got %v, want %v", args, got.names(), want)
 		}
+		// A page is the last when no event is older than its own: limit=2 has one, the
+		// page before the backfill none, full as it is.
+		last := strings.Contains(args, "before=") || !strings.Contains(args, "limit=")
+		if next := got.NextBefore; (next == nil) != last || (next != nil && *next != got.Events[len(got.Events)-1].ID) {
+			t.Errorf("audit %s: got next_before %v, want it %s", args, next, map[bool]string{true: "null", false: "the last event's id"}[last])
+		}
 	}
 	for args, want := range map[string]string{"frobnicate": "not a filter", "limit=0": "limit must be", "actor=nobody": "actor must be"} {
 		if r := runCmd(t, e, "audit", args); r.Err == nil || !strings.Contains(r.Err.Error(), want) {

@@ -92,13 +92,26 @@ type AuditPage struct {
 	NextBefore *int64      `json:"next_before"`
 }
 
-// NewAuditPage is the page of the events that q, of limit q.Limit, selected.
+// PageQuery is q as the store is to be asked for a page: one event more than the page holds,
+// which tells NewAuditPage whether there is a next page.
+func PageQuery(q store.EventQuery) store.EventQuery {
+	q.Limit++
+	return q
+}
+
+// NewAuditPage is the page of q (of q.Limit events) from events, which PageQuery(q) selected:
+// when there is one more than the page holds, NextBefore gives the next page; null otherwise,
+// even when the last page is full.
 func NewAuditPage(events []store.Event, q store.EventQuery) AuditPage {
+	more := len(events) > q.Limit
+	if more {
+		events = events[:q.Limit]
+	}
 	page := AuditPage{Events: make([]eventJSON, 0, len(events))}
 	for _, e := range events {
 		page.Events = append(page.Events, toEventJSON(e))
 	}
-	if len(events) > 0 && len(events) == q.Limit {
+	if more {
 		page.NextBefore = &events[len(events)-1].ID
 	}
 	return page
@@ -112,7 +125,7 @@ func (s *server) handleAudit() http.Handler {
 			s.writeError(w, r, errBadRequest("invalid_query", problem))
 			return
 		}
-		events, err := s.store.Events(r.Context(), q)
+		events, err := s.store.Events(r.Context(), PageQuery(q))
 		if err != nil {
 			s.writeError(w, r, err)
 			return

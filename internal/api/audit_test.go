@@ -87,21 +87,29 @@ func TestAudit(t *testing.T) {
 	}
 
 	t.Run("Pages", func(t *testing.T) {
-		var got []string
-		query := "?limit=3"
-		for pages := 0; ; pages++ {
-			if pages > len(want) {
-				t.Fatalf("more pages than events")
+		// 8 events: pages of 3 end on a short page, pages of 4 and of 8 on a full one,
+		// which is the last all the same: its next_before is null.
+		for limit, wantPages := range map[int]int{3: 3, 4: 2, 8: 1, 500: 1} {
+			var got []string
+			query := fmt.Sprintf("?limit=%d", limit)
+			pages := 0
+			for ; ; pages++ {
+				if pages > len(want) {
+					t.Fatalf("limit %d: more pages than events", limit)
+				}
+				p := mustAudit(t, srv, admin, query)
+				got = append(got, p.names()...)
+				if p.NextBefore == nil {
+					break
+				}
+				if len(p.Events) != limit {
+					t.Fatalf("limit %d: a page of %d events has a next page", limit, len(p.Events))
+				}
+				query = fmt.Sprintf("?limit=%d&before=%d", limit, *p.NextBefore)
 			}
-			p := mustAudit(t, srv, admin, query)
-			got = append(got, p.names()...)
-			if p.NextBefore == nil {
-				break
+			if !slices.Equal(got, want) || pages+1 != wantPages {
+				t.Errorf("limit %d: got %v in %d pages, want %v in %d", limit, got, pages+1, want, wantPages)
 			}
-			query = fmt.Sprintf("?limit=3&before=%d", *p.NextBefore)
-		}
-		if !slices.Equal(got, want) {
-			t.Errorf("pages: got %v, want %v", got, want)
 		}
 	})
 

@@ -88,10 +88,14 @@ func (s *server) refusePending(w http.ResponseWriter, r *http.Request, method st
 	s.refusedEvent(r, name, "bootstrap_pending")
 	if wantsHTML(r) {
 		w.Header().Set("Retry-After", "10")
-		s.renderPage(w, http.StatusServiceUnavailable, "pending.html", nil)
+		data := &pageData{}
+		if s.openClaim() {
+			data.Title, data.ClaimCommand = "terdut-server is not claimed yet", s.claimCommand()
+		}
+		s.renderPage(w, http.StatusServiceUnavailable, "pending.html", data)
 		return
 	}
-	s.writeError(w, r, errBootstrapPending)
+	s.writeError(w, r, s.pendingError())
 }
 
 func remoteHost(r *http.Request) string {

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"math"
 	"net/http"
+	"net/netip"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/terdut-server/terdut-server/internal/logcap"
@@ -42,6 +44,49 @@ var (
 	// reads it, but the metrics and the access log count it as 499, not as the server's failure.
 	errCanceled = &apiError{Status: statusClientClosed, Code: "canceled", Message: "The request was canceled."}
 )
+
+// openClaim reports whether the claim is open: no operator token and no operator issuer is
+// configured, so no operator will claim the install and whoever runs the server must.
+func (s *server) openClaim() bool {
+	return !s.opts.OperatorTokens.Configured() && s.opts.OperatorIdentity == nil
+}
+
+// claimCommand is the curl line that takes the open claim from the server's own machine:
+// at the public URL when it is this machine's (as under make run), else at the port the
+// server listens on there, which only its administrator knows.
+func (s *server) claimCommand() string {
+	if u := s.opts.PublicURL; u != nil && !s.split && isLoopbackHost(u.Hostname()) {
+		return "curl -X POST " + u.JoinPath("/api/bootstrap").String()
+	}
+	port := "--listen"
+	if s.split {
+		port = "--operator-listen"
+	}
+	return "curl -X POST http://127.0.0.1:<the port of " + port + ">/api/bootstrap"
+}
+
+// isLoopbackHost reports whether host (a URL's, without port or brackets) is this machine.
+func isLoopbackHost(host string) bool {
+	if strings.EqualFold(strings.TrimSuffix(host, "."), "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsLoopback()
+}
+
+// pendingError is the gate's refusal. Where an operator is configured it says to wait for
+// it; on an open claim (no operator, as under make run) waiting never helps, so it says how
+// to claim the install. The code is bootstrap_pending either way.
+func (s *server) pendingError() *apiError {
+	if !s.openClaim() {
+		return errBootstrapPending
+	}
+	e := *errBootstrapPending
+	e.Message = "terdut-server is not claimed yet, so nobody can sign in, and no operator is configured to claim it. " +
+		"Claim it on the server's machine: run `terdut-server bootstrap claim` with the server's database settings, " +
+		"or `" + s.claimCommand() + "`, and keep the API key it returns."
+	return &e
+}
 
 // statusClientClosed is the status of a request its client canceled, as nginx logs it.
 const statusClientClosed = 499
@@ -136,7 +181,7 @@ func (s *server) classify(err error) *apiError {
 		return &apiError{Status: http.StatusForbidden, Code: "protected_user",
 			Message: "The bootstrap principal cannot be deleted; reset the bootstrap claim instead."}
 	case errors.Is(err, store.ErrBootstrapPending):
-		return errBootstrapPending
+		return s.pendingError()
 	case errors.Is(err, store.ErrAlreadyClaimed):
 		return &apiError{Status: http.StatusForbidden, Code: "bootstrap_already_completed",
 			Message: "This install has already been claimed. Its operator can reopen the claim with POST /api/bootstrap/reset."}

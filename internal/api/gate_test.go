@@ -2,11 +2,15 @@ package api_test
 
 import (
 	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/terdut-server/terdut-server/internal/api"
 	"github.com/terdut-server/terdut-server/internal/apitest"
+	"github.com/terdut-server/terdut-server/internal/pgtest"
 	"github.com/terdut-server/terdut-server/internal/store"
 )
 
@@ -78,3 +82,85 @@ func TestGate_PendingKeepsTheRestWorking(t *testing.T) {
 }
 
 func itoa(id int64) string { return strconv.FormatInt(id, 10) }
+
+// TestGate_PendingOpenClaimSaysHowToClaim: with no operator configured (the open claim, as
+// under make run) nobody will claim the install but whoever runs it, so the gate's refusal,
+// JSON and page, says how instead of "try again shortly"; the JSON keeps its two fields and
+// its code, and the curl line it gives claims the install when run as written.
+func TestGate_PendingOpenClaimSaysHowToClaim(t *testing.T) {
+	srv := apitest.NewServer(t, pgtest.MustDatabase(t), func(o *api.Options) { o.OperatorTokens = nil })
+	p := apitest.MustPerson(t, srv.Store, "first-admin", store.RoleAdmin)
+	login := func(header http.Header) apitest.Response {
+		return srv.MustDo(t, apitest.Request{Method: http.MethodPost, Path: "/api/auth/login", Header: header,
+			Body: map[string]string{"username": p.User.Username, "password": p.Password}})
+	}
+	claim := "curl -X POST " + srv.URL + "/api/bootstrap"
+
+	resp := login(nil)
+	var body map[string]string
+	resp.JSON(t, &body)
+	if resp.Status != http.StatusServiceUnavailable || len(body) != 2 || body["code"] != "bootstrap_pending" {
+		t.Fatalf("JSON: got %d %s, want 503 with only error and code bootstrap_pending", resp.Status, resp.Body)
+	}
+	for _, want := range []string{"terdut-server bootstrap claim", claim, "no operator is configured"} {
+		if !strings.Contains(body["error"], want) {
+			t.Errorf("JSON error: got %q, want it to say %q", body["error"], want)
+		}
+	}
+	if strings.Contains(body["error"], "try again shortly") {
+		t.Errorf("JSON error: got %q, which tells to wait for an operator there is none of", body["error"])
+	}
+	page := login(http.Header{"Accept": {"text/html"}})
+	if page.Status != http.StatusServiceUnavailable || !strings.Contains(page.Header.Get("Content-Type"), "text/html") ||
+		!strings.Contains(string(page.Body), "terdut-server bootstrap claim") || !strings.Contains(string(page.Body), claim) ||
+		strings.Contains(string(page.Body), "still being set up") {
+		t.Fatalf("page: got %d %q %s, want 503 saying how to claim the install", page.Status, page.Header.Get("Content-Type"), page.Body)
+	}
+
+	// What it says works: the curl line, from this machine, claims the install.
+	target := strings.TrimPrefix(claim, "curl -X POST ")
+	res, err := http.Post(target, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = res.Body.Close()
+	if res.StatusCode != http.StatusCreated {
+		t.Fatalf("POST %s: got %d, want 201", target, res.StatusCode)
+	}
+	if resp := login(nil); resp.Status != http.StatusOK {
+		t.Fatalf("sign-in after the claim: got %d %s, want 200", resp.Status, resp.Body)
+	}
+}
+
+// TestGate_PendingOpenClaimElsewhere: when the public URL is not this machine's, or the
+// claim is on the operator's port, the refusal names the port to use rather than a URL the
+// claim is not taken at.
+func TestGate_PendingOpenClaimElsewhere(t *testing.T) {
+	base := apitest.NewServer(t, pgtest.MustDatabase(t), func(o *api.Options) { o.OperatorTokens = nil })
+	for name, tt := range map[string]struct {
+		public string
+		split  bool
+		want   string
+	}{
+		"PublicHost":    {public: "https://terdut.example.com", want: "curl -X POST http://127.0.0.1:<the port of --listen>/api/bootstrap"},
+		"OperatorsPort": {public: base.URL, split: true, want: "curl -X POST http://127.0.0.1:<the port of --operator-listen>/api/bootstrap"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			opts := base.Options
+			opts.PublicURL, _ = url.Parse(tt.public)
+			h := api.NewServer(base.Store, opts)
+			if tt.split {
+				h, _ = api.NewSplitServer(base.Store, opts)
+			}
+			hs := httptest.NewServer(h)
+			t.Cleanup(hs.Close)
+			resp := (&apitest.Server{URL: hs.URL}).MustDo(t, apitest.Request{Method: http.MethodPost, Path: "/api/auth/login",
+				Body: map[string]string{"username": "nobody", "password": "not checked while pending"}})
+			var body struct{ Error string }
+			resp.JSON(t, &body)
+			if resp.Status != http.StatusServiceUnavailable || resp.Code() != "bootstrap_pending" || !strings.Contains(body.Error, tt.want) {
+				t.Fatalf("got %d %s, want 503 bootstrap_pending saying %q", resp.Status, resp.Body, tt.want)
+			}
+		})
+	}
+}

@@ -22,13 +22,21 @@ type pageData struct {
 	SSO      bool
 	Password bool
 	User     store.User
+	// ClaimCommand, on the pending page, is the curl line that claims an install no operator
+	// will claim (the open claim); empty when an operator is configured.
+	ClaimCommand string
+	// Token, on the set-password page, is its link's token, which the form sends back; empty
+	// when the page has no form to show. Done says the password was set.
+	Token string
+	Done  bool
 }
 
 var pageTitles = map[string]string{
-	"login.html":   "Sign in",
-	"pending.html": "terdut-server is being set up",
-	"home.html":    "terdut-server",
-	"error.html":   "Sign-in failed",
+	"login.html":        "Sign in",
+	"pending.html":      "terdut-server is being set up",
+	"home.html":         "terdut-server",
+	"error.html":        "Sign-in failed",
+	"set_password.html": "Choose your password",
 }
 
 // wantsHTML reports whether the client is a browser asking for a page.
@@ -41,7 +49,9 @@ func (s *server) renderPage(w http.ResponseWriter, status int, name string, data
 	if data == nil {
 		data = &pageData{}
 	}
-	data.Title = pageTitles[name]
+	if data.Title == "" {
+		data.Title = pageTitles[name]
+	}
 	var buf bytes.Buffer
 	if err := templates.ExecuteTemplate(&buf, name, data); err != nil {
 		s.log.Error("render page", "page", name, "err", err)

@@ -77,10 +77,45 @@ func validatePassword(pw string) error {
 	if utf8.RuneCountInString(pw) < minPasswordRunes {
 		return errPasswordTooShort
 	}
-	if isCommonPassword(pw) {
+	if isCommonPassword(pw) || isFamousPassphrase(pw) {
 		return errPasswordTooCommon
 	}
 	return nil
+}
+
+// famousPassphrases are passphrases made famous by being printed as examples, which every
+// cracking dictionary holds whatever their length: the list of common passwords has their
+// words one by one, never the phrase. Each is compared by its letters and digits alone, so
+// "Correct-Horse-Battery-Staple" is the first.
+var famousPassphrases = []string{
+	"correct horse battery staple", // xkcd 936, the example of a good passphrase
+	"the quick brown fox jumps over the lazy dog",
+	"to be or not to be that is the question",
+	"may the force be with you",
+	"all work and no play makes jack a dull boy",
+}
+
+// isFamousPassphrase reports whether pw, without its case and every character but letters and
+// digits, is one of famousPassphrases (alone, or with digits or punctuation around it).
+func isFamousPassphrase(pw string) bool {
+	core := lettersAndDigits(pw)
+	trimmed := strings.TrimRightFunc(strings.TrimLeftFunc(core, unicode.IsDigit), unicode.IsDigit)
+	for _, p := range famousPassphrases {
+		if f := lettersAndDigits(p); core == f || trimmed == f {
+			return true
+		}
+	}
+	return false
+}
+
+// lettersAndDigits returns s lower-cased with every rune but a letter or a digit dropped.
+func lettersAndDigits(s string) string {
+	return strings.Map(func(r rune) rune {
+		if unicode.IsLetter(r) || unicode.IsDigit(r) {
+			return unicode.ToLower(r)
+		}
+		return -1
+	}, s)
 }
 
 // isCommonPassword reports whether pw, lower-cased, is on the list, or is an entry of it with

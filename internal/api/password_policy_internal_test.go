@@ -42,6 +42,14 @@ func TestValidatePassword(t *testing.T) {
 		{name: "CommonWordAndDigits", pw: "Password2024!", code: "password_too_common"},
 		{name: "CommonLongWord", pw: "international", code: "password_too_common"},
 		{name: "Passphrase", pw: "plum orbit kettle jasmine"},
+		// Every word is common but the phrase is not on the list: it is refused as the
+		// famous example it is, however it is written.
+		{name: "FamousPassphrase", pw: "correct horse battery staple", code: "password_too_common", says: []string{"commonest passwords"}},
+		{name: "FamousPassphraseCamelCase", pw: "CorrectHorseBatteryStaple", code: "password_too_common"},
+		{name: "FamousPassphraseDashesAndDigits", pw: "2024-correct-horse-battery-staple!", code: "password_too_common"},
+		{name: "FamousPangram", pw: "The quick brown fox jumps over the lazy dog.", code: "password_too_common"},
+		{name: "FamousWordsInAnotherOrder", pw: "staple battery horse correct"},
+		{name: "FamousPassphraseAndMore", pw: "correct horse battery staple plum"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

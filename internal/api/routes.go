@@ -12,6 +12,7 @@ import (
 // handler for everything unless split is true; then people's handler answers the operator's
 // endpoints 404, and the operator's handler answers only them (and everything else 404).
 func (s *server) routes(split bool) (people, operator http.Handler) {
+	s.split = split
 	r := s.newRouter()
 
 	// Public: probes, metrics, pages and sign-in.
@@ -27,6 +28,8 @@ func (s *server) routes(split bool) (people, operator http.Handler) {
 	r.Method(http.MethodPost, "/api/auth/login", s.handleLogin())
 	r.Method(http.MethodPost, "/api/auth/logout", s.handleLogout())
 	r.Method(http.MethodPost, "/api/password-link", s.requirePasswordLogin(s.handlePasswordLinkRedeem()))
+	r.Method(http.MethodGet, setPasswordPath, s.handleSetPasswordPage())
+	r.Method(http.MethodPost, setPasswordPath, s.handleSetPasswordForm())
 
 	// The operator's: the claim status (public), then, with the operator token, the claim
 	// (open when no token is configured) and the reset (never open). With split, on a port

@@ -39,6 +39,7 @@ type Store interface {
 	RehashPassword(ctx context.Context, id int64, oldHash, newHash string) error
 	IssuePasswordLink(ctx context.Context, userID int64, by store.Caller, ttl time.Duration) (store.PasswordLink, error)
 	PasswordLinkLive(ctx context.Context, token string) error
+	PasswordLinkPerson(ctx context.Context, token string) (store.User, error)
 	RedeemPasswordLink(ctx context.Context, token, hash string) (store.User, error)
 
 	IssueAPIKey(ctx context.Context, nk store.NewAPIKey, lim store.APIKeyLimits) (store.APIKey, string, error)
@@ -121,6 +122,7 @@ type server struct {
 	refusalLogs *logcap.PerKey  // bounds the lines of refusals anyone can cause, by event and reason
 	overloadLog *logcap.Limiter // bounds the lines of refused password checks
 	nameTags    nameTagger      // names an unknown username in a log line without writing it
+	split       bool            // the operator's endpoints are on a port of their own (routes)
 }
 
 // DefaultCheckLease is how long a password check counts against its person's limit while it

@@ -71,6 +71,18 @@ func (s *Store) PasswordLinkLive(ctx context.Context, token string) error {
 	return nil
 }
 
+// PasswordLinkPerson returns the person a live link with token is for, so that the link's
+// page can say whose password it sets; ErrPasswordLinkInvalid when no live link has token. It
+// uses nothing: RedeemPasswordLink decides.
+func (s *Store) PasswordLinkPerson(ctx context.Context, token string) (User, error) {
+	u, err := scanUser(s.pool.QueryRow(ctx, `SELECT `+userColumns+` FROM users u
+		JOIN password_links l ON l.user_id = u.id WHERE l.token_hash = $1 AND l.expires_at > now()`, hashToken(token)))
+	if errors.Is(err, ErrNotFound) {
+		return User{}, ErrPasswordLinkInvalid
+	}
+	return u, wrap(err, "find set-password link")
+}
+
 // RedeemPasswordLink uses the link with token, once: it sets hash as its person's password and
 // ends every session of theirs, in the transaction that deletes the link, and returns the
 // person. Of any number of redemptions at once, on any replicas, one succeeds: they queue on the
