@@ -43,7 +43,7 @@ func cliCommand(db DatabaseConfig, args string) (line string, ok bool) {
 	if db.User != "" {
 		env = append(env, "TERDUT_DATABASE_USER="+shellQuote(db.User))
 	}
-	if db.Pooler != store.PoolerNone {
+	if db.Pooler != "" && db.Pooler != store.PoolerNone {
 		env = append(env, "TERDUT_DATABASE_POOLER="+shellQuote(string(db.Pooler)))
 	}
 	switch {

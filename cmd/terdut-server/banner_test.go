@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/terdut-server/terdut-server/internal/pgtest"
+	"github.com/terdut-server/terdut-server/internal/store"
 )
 
 // mustBuild builds terdut-server into a directory of its own and returns the directory, to
@@ -129,6 +130,10 @@ func TestCLICommand(t *testing.T) {
 			"TERDUT_DATABASE_URL_FILE=/run/db/url terdut-server bootstrap claim"},
 		{"UserAndPasswordFile", DatabaseConfig{URL: "postgres://db/terdut", User: "app", PasswordFile: "/run/db/password"},
 			"TERDUT_DATABASE_URL=postgres://db/terdut TERDUT_DATABASE_USER=app TERDUT_DATABASE_PASSWORD_FILE=/run/db/password terdut-server bootstrap claim"},
+		{"BehindATransactionPooler", DatabaseConfig{URL: "postgres://app@db-pooler/terdut", PasswordFile: "/run/db/password", Pooler: store.PoolerTransaction},
+			"TERDUT_DATABASE_URL=postgres://app@db-pooler/terdut TERDUT_DATABASE_POOLER=transaction TERDUT_DATABASE_PASSWORD_FILE=/run/db/password terdut-server bootstrap claim"},
+		{"DirectSaysNoPooler", DatabaseConfig{URL: "postgres://app@db/terdut", Pooler: store.PoolerNone},
+			"TERDUT_DATABASE_URL=postgres://app@db/terdut terdut-server bootstrap claim"},
 		{"URLWithPassword", DatabaseConfig{URL: "postgres://terdut:" + secretPassword + "@db/terdut"}, ""},
 		{"PasswordVariable", DatabaseConfig{URL: "postgres://db/terdut", PasswordVar: true}, ""},
 		{"KeywordValue", DatabaseConfig{URL: "host=db password=" + secretPassword}, ""},

@@ -27,7 +27,7 @@ import (
 func TestLogin_ConcurrentGuesses(t *testing.T) {
 	db := pgtest.MustDatabase(t)
 	const limit, guesses = 5, 40
-	opts := func(o *api.Options) { o.LoginLimit = store.RateLimit{Max: limit, Window: time.Minute} }
+	opts := func(o *api.Options) { o.LoginLimit = store.RateLimit{Max: limit, Window: time.Hour} }
 	replicas := []*apitest.Server{apitest.NewServer(t, db, opts), apitest.NewServer(t, db, opts)}
 	replicas[0].MustClaim(t)
 	for round := range 6 {
@@ -227,7 +227,7 @@ func TestLogin_OddUsernames(t *testing.T) {
 // password is throttled like sign-in, on the same count: past the limit even the right current
 // password is refused, and the password is not changed.
 func TestPasswords_CurrentPasswordThrottle(t *testing.T) {
-	e := newCoreEnv(t, func(o *api.Options) { o.LoginLimit = store.RateLimit{Max: 3, Window: time.Minute} })
+	e := newCoreEnv(t, func(o *api.Options) { o.LoginLimit = store.RateLimit{Max: 3, Window: time.Hour} })
 	change := func(current string) apitest.Response {
 		return e.do(t, apitest.Request{Method: http.MethodPut, Path: userURL(e.alice.User.ID, "/password"),
 			Bearer: e.alice.APIKey, Body: map[string]string{"password": "a-new-password", "current_password": current}})
@@ -330,7 +330,7 @@ func TestLogin_PasswordReplacedDuringCheck(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := apitest.NewServer(t, pgtest.MustDatabase(t), func(o *api.Options) {
-				o.LoginLimit = store.RateLimit{Max: 5, Window: time.Minute}
+				o.LoginLimit = store.RateLimit{Max: 5, Window: time.Hour}
 			})
 			srv.MustClaim(t)
 			p := apitest.MustPerson(t, srv.Store, strings.ToLower(tc.name), store.RoleMember)
@@ -371,7 +371,7 @@ func (s leavingStore) UserForSignIn(ctx context.Context, username string, gate s
 // ends.
 func TestPasswords_CurrentPasswordClientGone(t *testing.T) {
 	srv := apitest.NewServer(t, pgtest.MustDatabase(t), func(o *api.Options) {
-		o.LoginLimit = store.RateLimit{Max: 5, Window: time.Minute}
+		o.LoginLimit = store.RateLimit{Max: 5, Window: time.Hour}
 	})
 	srv.MustClaim(t)
 	p := apitest.MustPerson(t, srv.Store, "gone", store.RoleMember)

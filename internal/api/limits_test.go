@@ -145,7 +145,7 @@ func TestLogin_CheckSlots(t *testing.T) {
 	const requests, limit = 24, 24
 	srv := apitest.NewServer(t, db, func(o *api.Options) {
 		o.Passwords, o.PasswordChecks, o.PasswordCheckWait = passwords, 1, 10*time.Millisecond
-		o.LoginLimit = store.RateLimit{Max: limit, Window: time.Minute}
+		o.LoginLimit = store.RateLimit{Max: limit, Window: time.Hour}
 	})
 	srv.MustClaim(t)
 
@@ -216,7 +216,7 @@ func TestLogin_DisconnectMidCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := apitest.NewServer(t, db, func(o *api.Options) {
-		o.Passwords, o.LoginLimit = passwords, store.RateLimit{Max: 2, Window: time.Minute}
+		o.Passwords, o.LoginLimit = passwords, store.RateLimit{Max: 2, Window: time.Hour}
 	})
 	srv.MustClaim(t)
 
