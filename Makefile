@@ -63,7 +63,7 @@ IMAGE ?= terdut-server:dev
 image:
 	scripts/server-image.sh $(IMAGE)
 
-# image-test runs the image IMAGE as deploy/kubernetes/deployment.yaml runs it, against a
+# image-test runs the image IMAGE as deploy/kubernetes/terdut-server.yaml runs it, against a
 # PostgreSQL container (TERDUT_TEST_POSTGRES_IMAGE, default postgres:15-alpine).
 image-test:
 	TERDUT_TEST_SERVER_IMAGE=$(IMAGE) $(GO) test -race -count=1 -tags image -timeout 10m -v ./e2e/image/

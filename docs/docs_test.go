@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,9 +27,10 @@ import (
 	"github.com/terdut-server/terdut-server/internal/pgtest"
 )
 
-// docVars are the shell variables the doc's curl lines may use. The test sets the first two;
-// API_KEY is the key of the last claim, as the doc tells the reader to keep it.
-var docVars = []string{"TERDUT_URL", "OPERATOR_TOKEN", "API_KEY"}
+// docVars are the shell variables the doc's curl lines may use. The test sets the first three
+// (people's port and the operator's, as the chart installs the server); API_KEY is the key of
+// the last claim, as the doc tells the reader to keep it.
+var docVars = []string{"TERDUT_URL", "OPERATOR_URL", "OPERATOR_TOKEN", "API_KEY"}
 
 var (
 	fencePattern = regexp.MustCompile("^\\s*```+\\s*([A-Za-z0-9_-]*)")
@@ -320,11 +322,17 @@ func runCurlSteps(t *testing.T, page string, steps []curlStep, curl, bash string
 	srv := apitest.NewServer(t, pgtest.MustDatabase(t), func(o *api.Options) {
 		o.OperatorTokens = apitest.TokenFile(t, token)
 	})
+	// As the chart runs it (--operator-listen): the claim, its status and the reset on the
+	// operator's port alone, which the people's port answers 404.
+	people, operator := api.NewSplitServer(srv.Store, srv.Options)
+	peopleSrv, operatorSrv := httptest.NewServer(people), httptest.NewServer(operator)
+	t.Cleanup(peopleSrv.Close)
+	t.Cleanup(operatorSrv.Close)
 	dir := t.TempDir()
 	bodyFile := filepath.Join(dir, "body")
 	// A minimal environment: nothing from the caller's shell may stand in for a doc variable.
 	env := map[string]string{"PATH": filepath.Dir(curl) + string(os.PathListSeparator) + os.Getenv("PATH"),
-		"HOME": dir, "DOCTEST_BODY": bodyFile, "TERDUT_URL": srv.URL, "OPERATOR_TOKEN": token}
+		"HOME": dir, "DOCTEST_BODY": bodyFile, "TERDUT_URL": peopleSrv.URL, "OPERATOR_URL": operatorSrv.URL, "OPERATOR_TOKEN": token}
 	// curl is wrapped so that the doc's line stays as written while the test sees the status
 	// and the body; set -u turns a variable the doc never provided into a failure.
 	const prelude = `set -eu
