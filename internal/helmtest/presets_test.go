@@ -153,7 +153,7 @@ func TestChart_Presets(t *testing.T) {
 			if c.ReadinessProbe.HTTPGet.Scheme != "HTTPS" || !hasArg(args, "--tls-cert-file=/etc/terdut/tls/tls.crt") {
 				t.Errorf("got probe scheme %q and %q, want https from the TLS Secret", c.ReadinessProbe.HTTPGet.Scheme, args)
 			}
-			for _, k := range []string{"ServiceMonitor", "PrometheusRule", "HTTPRoute"} {
+			for _, k := range []string{"ServiceMonitor", "PrometheusRule", "HTTPRoute", "BackendTLSPolicy"} {
 				if !slices.Contains(ks, k) {
 					t.Errorf("got kinds %v, want %s", ks, k)
 				}
