@@ -99,7 +99,7 @@ func TestChart_Presets(t *testing.T) {
 			if argPrefix(args, "--operator-token-file") {
 				t.Errorf("got %q, want no --operator-token-file", args)
 			}
-			for _, k := range []string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "HTTPRoute"} {
+			for _, k := range []string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Ingress"} {
 				if !slices.Contains(ks, k) {
 					t.Errorf("got kinds %v, want %s", ks, k)
 				}
