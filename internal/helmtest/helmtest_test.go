@@ -174,6 +174,7 @@ func TestChart_SchemaRefuses(t *testing.T) {
 		{"trusted proxy not an address", []string{"trustedProxies[0]=ingress"}, "trustedProxies"},
 		{"an argument that is no flag", []string{"extraArgs[0]=rm"}, "extraArgs"},
 		{"unknown route", []string{"route.kind=gateway"}, "kind"},
+		{"unknown update strategy", []string{"updateStrategy=recreate"}, "updateStrategy"},
 		{"external issuer not given", []string{"operator.identity=serviceAccount", "operator.serviceAccount.layout=external"}, "operator.serviceAccount.issuer"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
