@@ -477,7 +477,10 @@ func TestDockerfile(t *testing.T) {
 // kubernetes.md says how a cluster's issuer is set up (internal/kubetest passes each of them
 // to the real kube-apiserver, so they are its flags at the release the suite runs).
 var otherFlags = []string{"--service-account-jwks-uri", "--service-account-issuer", "--service-account-key-file",
-	"--service-account-signing-key-file"}
+	"--service-account-signing-key-file",
+	// kubectl's and helm's, in the commands of install.md and bootstrap.md (the chart's tests
+	// run helm with the same flags: internal/helmtest).
+	"--namespace", "--create-namespace", "--set", "--from-literal", "--raw", "--audience", "--duration"}
 
 // TestDocs_Settings checks that every flag and TERDUT_* variable each page names is one
 // terdut-server has (or, for a flag, one of otherFlags).
@@ -494,9 +497,10 @@ func TestDocs_Settings(t *testing.T) {
 				named[m] = true
 			}
 			for name := range named {
-				known := slices.Contains(flags, strings.TrimPrefix(name, "--")) || slices.Contains(otherFlags, name)
+				known := slices.Contains(flags, strings.TrimPrefix(name, "--")) || slices.Contains(otherFlags, name) ||
+					slices.Contains(flagsComing, strings.TrimPrefix(name, "--"))
 				if strings.HasPrefix(name, "TERDUT_") {
-					known = slices.Contains(docVars, name) || slices.Contains(flags, envFlag(name))
+					known = slices.Contains(docVars, name) || slices.Contains(flags, envFlag(name)) || slices.Contains(flagsComing, envFlag(name))
 				}
 				if !known {
 					t.Errorf("%s names %s, want a flag of config.go or its TERDUT_* variable (%s), or one of %v %v", page, name, strings.Join(flags, ", "), docVars, otherFlags)
