@@ -1,5 +1,14 @@
 module github.com/terdut-server/terdut-server/internal/helmtest/helmbin
 
+// helmbin only pins what internal/helmtest runs: helm, promtool and controller-gen (its tool
+// lines, built by helmtest.Build into the user's cache), the Gateway API module whose
+// config/crd the tests install, and the Prometheus Operator's monitoring API that
+// controller-gen makes the ServiceMonitor and PrometheusRule CRDs from (deps.go). It is a module
+// of its own so that their dependencies never reach terdut-server's module graph. The versions
+// are helm v4.3.2, controller-tools v0.23.0, prometheus v0.316.0, gateway-api v1.6.3 and
+// prometheus-operator's pkg/apis/monitoring v0.95.2; upgrading one changes go.sum, and with it
+// the cache key, so the programs are rebuilt once.
+
 go 1.26.8
 
 tool (
