@@ -46,6 +46,7 @@ lint:
 	$(GO) vet -tags browser ./browsertest/
 	$(GO) vet -tags image ./e2e/image/
 	$(GO) vet -tags kube ./...
+	$(GO) vet -tags chart ./internal/helmtest/
 	$(GO) tool staticcheck ./...
 	cd interop && $(GO) vet ./...
 
@@ -67,7 +68,7 @@ IMAGE ?= terdut-server:dev
 image:
 	scripts/server-image.sh $(IMAGE)
 
-# image-test runs the image IMAGE as deploy/kubernetes/deployment.yaml runs it, against a
+# image-test runs the image IMAGE as deploy/kubernetes/terdut-server.yaml runs it, against a
 # PostgreSQL container (TERDUT_TEST_POSTGRES_IMAGE, default postgres:15-alpine).
 image-test:
 	TERDUT_TEST_SERVER_IMAGE=$(IMAGE) $(GO) test -race -count=1 -tags image -timeout 10m -v ./e2e/image/
@@ -133,6 +134,20 @@ failover:
 kube:
 	scripts/ensure-kube.sh
 	$(GO) test -race -count=1 -tags kube -timeout 30m -run '^TestKube' ./internal/kubetest/ ./cmd/terdut-server/ ./client/ ./docs/
+
+# chart checks the Helm chart deploy/helm/terdut-server (behind the build tag "chart"): helm lint
+# --strict with every preset of its ci/, the schema's refusals, what each preset renders,
+# deploy/kubernetes equal to the chart's renderings, every preset applied with strict field
+# validation to the real kube-apiserver (internal/kubetest) beside the Gateway API and Prometheus
+# Operator CRDs, helm install, upgrade and rollback there, and the alerts through promtool check
+# rules and test rules. helm, promtool and controller-gen are built from internal/helmtest/helmbin
+# (a module of its own) into $$TERDUT_HELM_CACHE or the user's cache directory by the first run
+# (minutes); later runs reuse them. TERDUT_CHART_UPDATE=1 make chart rewrites deploy/kubernetes's
+# renderings from the chart.
+.PHONY: chart
+chart:
+	scripts/ensure-kube.sh
+	$(GO) test -race -count=1 -tags chart -timeout 45m ./internal/helmtest/
 
 # bench measures the gate's cost, API-key requests against pgbench and sign-ins during a
 # contested claim, each as a ratio to a baseline taken in the same run, on a throwaway

@@ -1,15 +1,42 @@
 package docs
 
 import (
+	"os"
 	"path"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // identityDir holds the variant of the manifests in which the operator proves itself with
 // its service-account token, with no operator-token Secret.
 const identityDir = manifestDir + "/service-account-identity"
+
+// operatorSnippet finds, in docs/install.md, the part of terdut-operator's pod that makes it
+// the operator of terdut-server: the YAML block after the marker below, a pod spec's fields.
+var operatorSnippet = regexp.MustCompile("(?s)<!-- terdut-operator's pod -->\\s*```yaml\\n(.*?)```")
+
+// mustOperatorPod reads the snippet of docs/install.md that terdut-operator's own manifests
+// (its values) must carry for the service-account identity.
+func mustOperatorPod(t *testing.T) k8sPodSpec {
+	t.Helper()
+	b, err := os.ReadFile("install.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := operatorSnippet.FindSubmatch(b)
+	if m == nil {
+		t.Fatalf("got no block after <!-- terdut-operator's pod --> in docs/install.md, want the operator's snippet")
+	}
+	var p k8sPodSpec
+	if err := yaml.Unmarshal(m[1], &p); err != nil {
+		t.Fatalf("docs/install.md: the operator's snippet: %v", err)
+	}
+	return p
+}
 
 type (
 	k8sPodSpec struct {
@@ -92,8 +119,9 @@ func (p k8sPodSpec) projectedFile(container int, file string) (what string, expi
 // TestKubernetesManifests_ServiceAccountIdentity checks the variant without an operator
 // secret: the server's settings are flags the binary has, name the operator's service
 // account, read the cluster's CA and the server's own token from a projected volume; the
-// operator's pod has a projected token for the audience the server wants; no operator-token
-// Secret is used anywhere; and the parent directory's Service and NetworkPolicy select the
+// operator's pod (docs/install.md's snippet for terdut-operator's own manifests: none of its
+// objects is here) has a projected token for the audience the server wants; no
+// operator-token Secret is used anywhere; and the Service and NetworkPolicy select the
 // server's pods, whose ports are the ones they open.
 func TestKubernetesManifests_ServiceAccountIdentity(t *testing.T) {
 	flags := mustServeFlags(t)
@@ -118,9 +146,16 @@ func TestKubernetesManifests_ServiceAccountIdentity(t *testing.T) {
 		}
 		o.decode(t, v)
 	}
-	var server, operator k8sPodTemplateOwner
+	var server k8sPodTemplateOwner
 	get("Deployment/terdut/terdut-server", &server)
-	get("Deployment/terdut-operator-system/terdut-operator", &operator)
+	// terdut-operator's own objects are its manifests', never these: what its pod needs is
+	// the snippet of docs/install.md.
+	for key := range byKindName {
+		if strings.Contains(key, "/terdut-operator-system/") {
+			t.Errorf("got %s in %s, want none of terdut-operator's own objects", key, identityDir)
+		}
+	}
+	opPod := mustOperatorPod(t)
 	pod := server.Spec.Template.Spec
 	if len(pod.Containers) != 1 {
 		t.Fatalf("got %d containers, want 1", len(pod.Containers))
@@ -128,7 +163,7 @@ func TestKubernetesManifests_ServiceAccountIdentity(t *testing.T) {
 	settings := map[string]string{} // flag name → value, from arguments and variables
 	for _, a := range pod.Containers[0].Args {
 		name, v, _ := strings.Cut(strings.TrimPrefix(a, "--"), "=")
-		if !strings.HasPrefix(a, "--") || !slices.Contains(flags, name) {
+		if !strings.HasPrefix(a, "--") || !(slices.Contains(flags, name)) {
 			t.Errorf("got argument %q, want a flag of the binary (%s)", a, strings.Join(flags, ", "))
 		}
 		settings[name] = v
@@ -160,9 +195,9 @@ func TestKubernetesManifests_ServiceAccountIdentity(t *testing.T) {
 		if !strings.HasPrefix(settings["operator-oidc-issuer"], "https://") {
 			t.Errorf("got --operator-oidc-issuer=%q, want the cluster's https issuer", settings["operator-oidc-issuer"])
 		}
-		opPod := operator.Spec.Template.Spec
-		var sa struct{}
-		get("ServiceAccount/terdut-operator-system/"+opPod.ServiceAccountName, &sa)
+		if opPod.ServiceAccountName == "" {
+			t.Fatalf("got no serviceAccountName in the operator's snippet, want its account")
+		}
 		want := "system:serviceaccount:terdut-operator-system:" + opPod.ServiceAccountName
 		if subjects := strings.Split(settings["operator-oidc-subjects"], ","); !slices.Contains(subjects, want) {
 			t.Errorf("got --operator-oidc-subjects=%q, want it to hold the operator's %s", settings["operator-oidc-subjects"], want)
@@ -181,7 +216,7 @@ func TestKubernetesManifests_ServiceAccountIdentity(t *testing.T) {
 			}
 		}
 		if !found {
-			t.Errorf("got no projected serviceAccountToken with audience %s and expirationSeconds 3600 mounted in the operator's pod, want one", audience)
+			t.Errorf("got no projected serviceAccountToken with audience %s and expirationSeconds 3600 mounted in the operator's snippet, want one", audience)
 		}
 	})
 
@@ -241,7 +276,7 @@ func TestKubernetesManifests_ServiceAccountIdentity(t *testing.T) {
 		labels := server.Spec.Template.Metadata.Labels
 		c := k8sContainer{Args: pod.Containers[0].Args, Ports: pod.Containers[0].Ports}
 		mustPorts(t, c)
-		for _, o := range mustManifests(t) {
+		for _, o := range byKindName {
 			switch o.Kind {
 			case "Service":
 				var s k8sService

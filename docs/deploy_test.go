@@ -222,13 +222,18 @@ func TestKubernetesManifests(t *testing.T) {
 	flags := mustServeFlags(t)
 	byKind := map[string][]k8sObject{}
 	for _, o := range objs {
-		if o.APIVersion == "" || o.Kind == "" || o.Metadata.Name == "" || o.Metadata.Namespace != "terdut" {
+		if o.Kind == "Namespace" {
+			if o.Metadata.Name != "terdut" {
+				t.Errorf("%s: got the Namespace %q, want terdut", o.file, o.Metadata.Name)
+			}
+		} else if o.APIVersion == "" || o.Kind == "" || o.Metadata.Name == "" || o.Metadata.Namespace != "terdut" {
 			t.Errorf("%s: got apiVersion %q kind %q name %q namespace %q, want all set and namespace terdut",
 				o.file, o.APIVersion, o.Kind, o.Metadata.Name, o.Metadata.Namespace)
 		}
 		byKind[o.Kind] = append(byKind[o.Kind], o)
 	}
-	for kind, n := range map[string]int{"Deployment": 1, "Service": 1, "NetworkPolicy": 1, "Secret": 3} {
+	for kind, n := range map[string]int{"Namespace": 1, "Deployment": 1, "Service": 1, "NetworkPolicy": 1, "Secret": 3,
+		"PodDisruptionBudget": 1, "Ingress": 1} {
 		if got := len(byKind[kind]); got != n {
 			t.Fatalf("got %d objects of kind %s, want %d", got, kind, n)
 		}
@@ -278,7 +283,7 @@ func TestKubernetesManifests(t *testing.T) {
 	t.Run("Flags", func(t *testing.T) {
 		for _, a := range c.Args {
 			name, _, _ := strings.Cut(strings.TrimPrefix(a, "--"), "=")
-			if !strings.HasPrefix(a, "--") || !slices.Contains(flags, name) {
+			if !strings.HasPrefix(a, "--") || !(slices.Contains(flags, name)) {
 				t.Errorf("got argument %q, want a flag of config.go (%s)", a, strings.Join(flags, ", "))
 			}
 		}
@@ -352,39 +357,42 @@ func TestKubernetesManifests(t *testing.T) {
 	})
 }
 
-// Ports of terdut-server's pod: people's (--listen) and the operator's (--operator-listen).
+// Ports of terdut-server's pod: people's (--listen), the operator's (--operator-listen) and
+// the metrics port (--metrics-listen).
 const (
 	peoplePort   = 8080
 	operatorPort = 8081
+	metricsPort  = 9090
 )
 
-// mustPorts checks that the container names people's port http and the operator's operator,
-// and listens on them: --listen and --operator-listen name the same numbers.
+// mustPorts checks that the container names people's port http, the operator's operator and
+// the metrics port metrics, and listens on them: --listen, --operator-listen and
+// --metrics-listen name the same numbers.
 func mustPorts(t *testing.T, c k8sContainer) {
 	t.Helper()
 	got := map[string]int{}
 	for _, p := range c.Ports {
 		got[p.Name] = p.ContainerPort
 	}
-	if len(c.Ports) != 2 || got["http"] != peoplePort || got["operator"] != operatorPort {
-		t.Errorf("got ports %+v, want http %d and operator %d", c.Ports, peoplePort, operatorPort)
+	if len(c.Ports) != 3 || got["http"] != peoplePort || got["operator"] != operatorPort || got["metrics"] != metricsPort {
+		t.Errorf("got ports %+v, want http %d, operator %d and metrics %d", c.Ports, peoplePort, operatorPort, metricsPort)
 	}
-	for flag, want := range map[string]string{"--listen": ":8080", "--operator-listen": ":8081"} {
+	for flag, want := range map[string]string{"--listen": ":8080", "--operator-listen": ":8081", "--metrics-listen": ":9090"} {
 		if !slices.Contains(c.Args, flag+"="+want) {
 			t.Errorf("got arguments %q, want %s=%s", c.Args, flag, want)
 		}
 	}
 }
 
-// mustServicePorts checks that the Service exposes both of the container's ports, by name.
+// mustServicePorts checks that the Service exposes the container's three ports, by name.
 func mustServicePorts(t *testing.T, s k8sService, c k8sContainer) {
 	t.Helper()
 	targets := map[string]int{}
 	for _, p := range s.Spec.Ports {
 		targets[p.TargetPort] = p.Port
 	}
-	if len(s.Spec.Ports) != 2 || targets["http"] != peoplePort || targets["operator"] != operatorPort {
-		t.Errorf("got ports %+v, want %d to targetPort http and %d to targetPort operator", s.Spec.Ports, peoplePort, operatorPort)
+	if len(s.Spec.Ports) != 3 || targets["http"] != peoplePort || targets["operator"] != operatorPort || targets["metrics"] != metricsPort {
+		t.Errorf("got ports %+v, want %d to targetPort http, %d to targetPort operator and %d to targetPort metrics", s.Spec.Ports, peoplePort, operatorPort, metricsPort)
 	}
 	for target := range targets {
 		if !slices.ContainsFunc(c.Ports, func(p k8sPort) bool { return p.Name == target }) {
@@ -394,12 +402,12 @@ func mustServicePorts(t *testing.T, s k8sService, c k8sContainer) {
 }
 
 // mustPortsPolicy checks that the operator's namespace reaches the operator's port and
-// nothing else, and that nobody else reaches the operator's port: no rule opens every port
-// or admits every source.
+// nothing else, that nobody else reaches the operator's port, and that the metrics port is
+// opened (to Prometheus's namespace): no rule opens every port or admits every source.
 func mustPortsPolicy(t *testing.T, np k8sNetworkPolicy) {
 	t.Helper()
 	const operatorNamespace = "terdut-operator-system"
-	operator, people := false, false
+	operator, people, metrics := false, false, false
 	for i, rule := range np.Spec.Ingress {
 		if len(rule.From) == 0 || len(rule.Ports) == 0 {
 			t.Errorf("ingress rule %d: got from %d sources and %d ports, want both named (an empty list admits everything)", i, len(rule.From), len(rule.Ports))
@@ -419,14 +427,16 @@ func mustPortsPolicy(t *testing.T, np k8sNetworkPolicy) {
 				operator = true
 			case !fromOperator && p.Port == peoplePort:
 				people = true
+			case !fromOperator && p.Port == metricsPort:
+				metrics = true
 			default:
-				t.Errorf("ingress rule %d: opens port %d to %+v; want the operator's namespace to reach %d alone, and others %d alone", i, p.Port, rule.From, operatorPort, peoplePort)
+				t.Errorf("ingress rule %d: opens port %d to %+v; want the operator's namespace to reach %d alone, and others %d or %d alone", i, p.Port, rule.From, operatorPort, peoplePort, metricsPort)
 			}
 		}
 	}
-	if !operator || !people {
-		t.Errorf("got a rule opening %d to %s: %v, a rule opening %d to another namespace (the ingress controller's): %v; want both",
-			operatorPort, operatorNamespace, operator, peoplePort, people)
+	if !operator || !people || !metrics {
+		t.Errorf("got a rule opening %d to %s: %v, a rule opening %d to another namespace (the ingress controller's): %v, a rule opening %d to another (Prometheus's): %v; want all three",
+			operatorPort, operatorNamespace, operator, peoplePort, people, metricsPort, metrics)
 	}
 }
 
@@ -463,7 +473,10 @@ func TestDockerfile(t *testing.T) {
 // kubernetes.md says how a cluster's issuer is set up (internal/kubetest passes each of them
 // to the real kube-apiserver, so they are its flags at the release the suite runs).
 var otherFlags = []string{"--service-account-jwks-uri", "--service-account-issuer", "--service-account-key-file",
-	"--service-account-signing-key-file"}
+	"--service-account-signing-key-file",
+	// kubectl's and helm's, in the commands of install.md and bootstrap.md (the chart's tests
+	// run helm with the same flags: internal/helmtest).
+	"--namespace", "--create-namespace", "--set", "--from-literal", "--raw", "--audience", "--duration"}
 
 // commandFlags are terdut-server's flags that are no setting.
 var commandFlags = []string{"--help", "--version"}

@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,11 +28,12 @@ import (
 	"github.com/terdut-server/terdut-server/internal/pgtest"
 )
 
-// docVars are the shell variables the doc's curl lines may use. The test sets the first two;
-// the others are what the doc tells the reader to keep from an answer: API_KEY the key of the
-// last claim (api_key.key), LINK_TOKEN the token of the last set-password link, KEY the key of
-// the last API key made (key).
-var docVars = []string{"TERDUT_URL", "OPERATOR_TOKEN", "API_KEY", "LINK_TOKEN", "KEY"}
+// docVars are the shell variables the doc's curl lines may use. The test sets the first three
+// (the people's port and the operator's, as the chart installs the server, and the operator
+// token); the others are what the doc tells the reader to keep from an answer: API_KEY the key
+// of the last claim (api_key.key), LINK_TOKEN the token of the last set-password link, KEY the
+// key of the last API key made (key).
+var docVars = []string{"TERDUT_URL", "OPERATOR_URL", "OPERATOR_TOKEN", "API_KEY", "LINK_TOKEN", "KEY"}
 
 var (
 	fencePattern = regexp.MustCompile("^\\s*```+\\s*([A-Za-z0-9_-]*)")
@@ -323,22 +325,34 @@ func TestDocs_Curl(t *testing.T) {
 // readme is the README, whose quick start's curl lines run like a page's.
 const readme = "../README.md"
 
-// runCurlSteps runs the curl lines of page, in order, against one fresh server, with an
-// operator token in a file when operator is true and with no operator configured otherwise.
+// runCurlSteps runs the curl lines of page, in order, against one fresh server: with an
+// operator token in a file and the operator's endpoints on a port of their own when
+// withOperator is true, and with no operator configured and one port otherwise.
 // The lines run in a directory of their own, where they may keep files (curl's cookie jar).
-func runCurlSteps(t *testing.T, page string, steps []curlStep, curl, bash string, operator bool) {
+func runCurlSteps(t *testing.T, page string, steps []curlStep, curl, bash string, withOperator bool) {
 	token := mustOperatorToken(t)
 	srv := apitest.NewServer(t, pgtest.MustDatabase(t), func(o *api.Options) {
 		o.OperatorTokens = nil
-		if operator {
+		if withOperator {
 			o.OperatorTokens = apitest.TokenFile(t, token)
 		}
 	})
+	// With no operator, as under make run: one port serves everything.
+	peopleURL, operatorURL := srv.URL, srv.URL
+	if withOperator {
+		// As the chart runs it (--operator-listen): the claim, its status and the reset on the
+		// operator's port alone, which the people's port answers 404.
+		people, operator := api.NewSplitServer(srv.Store, srv.Options)
+		peopleSrv, operatorSrv := httptest.NewServer(people), httptest.NewServer(operator)
+		t.Cleanup(peopleSrv.Close)
+		t.Cleanup(operatorSrv.Close)
+		peopleURL, operatorURL = peopleSrv.URL, operatorSrv.URL
+	}
 	dir := t.TempDir()
 	bodyFile := filepath.Join(dir, "body")
 	// A minimal environment: nothing from the caller's shell may stand in for a doc variable.
 	env := map[string]string{"PATH": filepath.Dir(curl) + string(os.PathListSeparator) + os.Getenv("PATH"),
-		"HOME": dir, "DOCTEST_BODY": bodyFile, "TERDUT_URL": srv.URL, "OPERATOR_TOKEN": token}
+		"HOME": dir, "DOCTEST_BODY": bodyFile, "TERDUT_URL": peopleURL, "OPERATOR_URL": operatorURL, "OPERATOR_TOKEN": token}
 	// curl is wrapped so that the doc's line stays as written while the test sees the status
 	// and the body; set -u turns a variable the doc never provided into a failure.
 	const prelude = `set -eu

@@ -21,6 +21,8 @@ func TestKube_ManifestsRBAC(t *testing.T) {
 	a, _ := mustApplyDir(t, mustManifestTree(t)[identityDir])
 	const ns, sa = "terdut", "terdut-server"
 	const opNS, opSA = "terdut-operator-system", "terdut-operator"
+	// The operator's account is made by terdut-operator's own manifests, never by these.
+	a.CreateServiceAccount(opNS, opSA)
 
 	t.Run("ServerCan", func(t *testing.T) {
 		for _, x := range kubeServerGrants {
@@ -70,7 +72,7 @@ func TestKube_ManifestsRBAC(t *testing.T) {
 
 	t.Run("ServerNothingElse", func(t *testing.T) {
 		// A token as the kubelet gives the server's pod (the projected volume of
-		// deployment.yaml: no audience, so the API server's own).
+		// the Deployment: no audience, so the API server's own).
 		a.CreatePod(ns, "terdut-server-0", sa)
 		token := a.Token(ns, sa, kubetest.TokenRequest{Pod: "terdut-server-0"})
 		var grants []string
@@ -143,7 +145,7 @@ func TestKube_ManifestsRBAC(t *testing.T) {
 			t.Logf("tokens of deleted pods, never reviewed before: %d accepted before the API server saw the deletion", refused)
 		}
 		// A token it accepted before, the API server remembers for 10 seconds
-		// (kube-apiserver's cache of successful authentications): what deployment.yaml says.
+		// (kube-apiserver's cache of successful authentications): what docs/kubernetes.md says.
 		start := time.Now()
 		for ok, _ := review(operator); ok; ok, _ = review(operator) {
 			if time.Since(start) > 20*time.Second {
@@ -156,7 +158,7 @@ func TestKube_ManifestsRBAC(t *testing.T) {
 
 	t.Run("OperatorNothingInServerNamespace", func(t *testing.T) {
 		a.CreatePod(opNS, "terdut-operator-0", opSA)
-		// Its token for terdut-server (operator.yaml) is worth nothing to the API server.
+		// Its token for terdut-server (docs/install.md's snippet) is worth nothing to the API server.
 		forServer := a.Token(opNS, opSA, kubetest.TokenRequest{Audiences: []string{"terdut-server"}, Pod: "terdut-operator-0"})
 		if status, body := a.DoAs(forServer, http.MethodGet, "/api", nil); status != http.StatusUnauthorized {
 			t.Errorf("the operator's token for terdut-server at the API server: got %d %s, want 401", status, body)
@@ -167,7 +169,7 @@ func TestKube_ManifestsRBAC(t *testing.T) {
 
 	t.Run("IssuerDiscoveryWithoutTheDefaultBinding", func(t *testing.T) {
 		// A cluster without the bootstrap binding of system:service-account-issuer-discovery
-		// to every service account: serviceaccount.yaml's own binding still lets the server
+		// to every service account: the chart's own binding still lets the server
 		// read the keys. Last, since it changes the cluster.
 		a.MustDo(http.MethodDelete, "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/system:service-account-issuer-discovery", nil, nil, http.StatusOK)
 		jwks := kubetest.Access{Verb: "get", Path: "/openid/v1/jwks"}

@@ -133,7 +133,7 @@ var kubeDefaultRules = []string{
 	"watch certificates.k8s.io clustertrustbundles",
 }
 
-// kubeServerGrants are what serviceaccount.yaml grants terdut-server's account.
+// kubeServerGrants are what the chart grants terdut-server's account (kubeadm's preset).
 var kubeServerGrants = []kubetest.Access{
 	{Verb: "get", Path: "/.well-known/openid-configuration"},
 	{Verb: "get", Path: "/openid/v1/jwks"},

@@ -18,7 +18,8 @@ import (
 	"github.com/terdut-server/terdut-server/internal/pgtest"
 )
 
-// The accounts of the example manifests in deploy/kubernetes/service-account-identity.
+// The accounts of the chart's service-account identity (deploy/kubernetes/service-account-identity)
+// and of the operator's snippet in docs/install.md.
 const (
 	serverNS, serverSA     = "terdut", "terdut-server"
 	operatorNS, operatorSA = "terdut-operator-system", "terdut-operator"

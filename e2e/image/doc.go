@@ -1,5 +1,5 @@
 // Package image tests terdut-server's container image end to end, as
-// deploy/kubernetes/deployment.yaml runs it: read-only root filesystem, user 65532, no
+// deploy/kubernetes/terdut-server.yaml runs it: read-only root filesystem, user 65532, no
 // capabilities, settings from TERDUT_* variables and secrets from *_FILE files mounted
 // read-only, two replicas sharing a PostgreSQL container on a Docker network of the test's
 // own, ports published on 127.0.0.1 only.

@@ -1,0 +1,45 @@
+{{/* The name of every object of the release. */}}
+{{- define "terdut.name" -}}
+{{- if eq .Release.Name "terdut-server" -}}terdut-server{{- else -}}{{ printf "%s-terdut-server" .Release.Name | trunc 63 | trimSuffix "-" }}{{- end -}}
+{{- end -}}
+
+{{/* The labels that select the release's pods. */}}
+{{- define "terdut.selector" -}}
+app.kubernetes.io/name: terdut-server
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{/* The labels of every object. */}}
+{{- define "terdut.labels" -}}
+{{ include "terdut.selector" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{/* The host of publicURL. */}}
+{{- define "terdut.host" -}}
+{{- $u := urlParse .Values.publicURL -}}
+{{- if not (has $u.scheme (list "http" "https")) -}}{{- fail (printf "publicURL %q: want an http or https URL" .Values.publicURL) -}}{{- end -}}
+{{- regexReplaceAll ":[0-9]+$" $u.host "" -}}
+{{- end -}}
+
+{{/* The operator's service-account issuer. */}}
+{{- define "terdut.issuer" -}}
+{{- $sa := .Values.operator.serviceAccount -}}
+{{- if $sa.issuer -}}{{ $sa.issuer }}
+{{- else if eq $sa.layout "inCluster" -}}https://kubernetes.default.svc.cluster.local
+{{- else -}}{{- fail "operator.serviceAccount.issuer: the external layout (EKS, GKE, AKS) needs the cluster's issuer URL (kubectl get --raw /.well-known/openid-configuration shows it)" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Whether the pod mounts its own token and the cluster's CA (the API server is asked). */}}
+{{- define "terdut.kubeAPIAccess" -}}
+{{- $sa := .Values.operator.serviceAccount -}}
+{{- if and (eq .Values.operator.identity "serviceAccount") (or (eq $sa.layout "inCluster") $sa.tokenReview) -}}true{{- end -}}
+{{- end -}}
+
+{{/* http or https, for the probes and the scrape. */}}
+{{- define "terdut.scheme" -}}
+{{- if .Values.tls.enabled -}}HTTPS{{- else -}}HTTP{{- end -}}
+{{- end -}}

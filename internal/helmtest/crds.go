@@ -1,0 +1,59 @@
+package helmtest
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+)
+
+// GatewayAPIModule is the module whose config/crd/standard holds the Gateway API CRDs the
+// chart's HTTPRoute needs; helmbin/go.mod pins its version.
+const GatewayAPIModule = "sigs.k8s.io/gateway-api"
+
+// GatewayCRDs returns the files of Gateway API's standard channel, from the module cache.
+func GatewayCRDs() ([]string, error) {
+	dir, err := moduleSource(GatewayAPIModule)
+	if err != nil {
+		return nil, err
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "config", "crd", "standard", "gateway.networking.k8s.io_*.yaml"))
+	if err != nil || len(files) == 0 {
+		return nil, fmt.Errorf("helmtest: no CRDs in %s/config/crd/standard (%v)", dir, err)
+	}
+	return files, nil
+}
+
+// MonitoringPackage is the Prometheus Operator's API of ServiceMonitor and PrometheusRule.
+const MonitoringPackage = "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+
+// MonitoringCRDs makes the CRDs of MonitoringPackage with controller-gen into dir, as the
+// Prometheus Operator makes its own (crd:crdVersions=v1 over its API package), and returns
+// the files of the kinds named (their plural, such as servicemonitors).
+func MonitoringCRDs(t Tools, dir string, plurals ...string) ([]string, error) {
+	module, err := ModuleDir()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(t.ControllerGen, "crd:crdVersions=v1", "paths="+MonitoringPackage, "output:crd:dir="+dir)
+	cmd.Dir = module
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("helmtest: controller-gen: %w\n%s", err, out)
+	}
+	var files []string
+	for _, p := range plurals {
+		f := filepath.Join(dir, "monitoring.coreos.com_"+p+".yaml")
+		if _, err := os.Stat(f); err != nil {
+			entries, _ := os.ReadDir(dir)
+			var names []string
+			for _, e := range entries {
+				names = append(names, e.Name())
+			}
+			slices.Sort(names)
+			return nil, fmt.Errorf("helmtest: controller-gen made %v, want %s among them", names, filepath.Base(f))
+		}
+		files = append(files, f)
+	}
+	return files, nil
+}

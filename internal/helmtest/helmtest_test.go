@@ -1,0 +1,227 @@
+//go:build chart
+
+package helmtest
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+)
+
+var (
+	buildOnce sync.Once
+	built     Tools
+	buildErr  error
+)
+
+// tools builds the programs once for the package's tests (minutes on a cold cache).
+func tools(t *testing.T) Tools {
+	t.Helper()
+	buildOnce.Do(func() { built, buildErr = Build() })
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return built
+}
+
+// chartDir is the chart's directory.
+func chartDir(t *testing.T) string {
+	t.Helper()
+	dir, err := ChartDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// presets are the names of the chart's ci/<name>-values.yaml files.
+func presets(t *testing.T) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(chartDir(t), "ci", "*-values.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("got presets %v (%v), want the chart's ci/*-values.yaml", files, err)
+	}
+	var names []string
+	for _, f := range files {
+		names = append(names, strings.TrimSuffix(filepath.Base(f), "-values.yaml"))
+	}
+	return names
+}
+
+// presetFile is the values file of a preset.
+func presetFile(t *testing.T, preset string) string {
+	return filepath.Join(chartDir(t), "ci", preset+"-values.yaml")
+}
+
+// helm runs helm with its own home directories (nothing of the user's is read or written)
+// and returns what it printed to stdout and to stderr.
+func helm(t *testing.T, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	home := t.TempDir()
+	cmd := exec.Command(tools(t).Helm, args...)
+	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+filepath.Join(home, "cache"),
+		"HELM_CONFIG_HOME="+filepath.Join(home, "config"), "HELM_DATA_HOME="+filepath.Join(home, "data"))
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err = cmd.Run()
+	return out.String(), errOut.String(), err
+}
+
+// render is `helm template` of the chart as the release terdut-server in ns with the values
+// files and flags given.
+func render(t *testing.T, ns string, args ...string) []byte {
+	t.Helper()
+	out, errOut, err := helm(t, append([]string{"template", "terdut-server", chartDir(t), "--namespace", ns}, args...)...)
+	if err != nil {
+		t.Fatalf("helm template %v: %v\n%s", args, err, errOut)
+	}
+	return []byte(out)
+}
+
+// object is a rendered object, with its typed head and the whole document.
+type object struct {
+	APIVersion string `yaml:"apiVersion"`
+	Kind       string `yaml:"kind"`
+	Metadata   struct {
+		Name      string `yaml:"name"`
+		Namespace string `yaml:"namespace"`
+	} `yaml:"metadata"`
+	doc map[string]any
+}
+
+// objects parses every document of a rendering.
+func objects(t *testing.T, manifest []byte) []object {
+	t.Helper()
+	dec := yaml.NewDecoder(bytes.NewReader(manifest))
+	var objs []object
+	for {
+		var n yaml.Node
+		err := dec.Decode(&n)
+		if errors.Is(err, io.EOF) {
+			return objs
+		}
+		if err != nil {
+			t.Fatalf("rendering is not YAML: %v", err)
+		}
+		var o object
+		if err := n.Decode(&o); err != nil {
+			t.Fatal(err)
+		}
+		if o.Kind == "" {
+			continue
+		}
+		if err := n.Decode(&o.doc); err != nil {
+			t.Fatal(err)
+		}
+		objs = append(objs, o)
+	}
+}
+
+// kinds lists the kinds of objs, sorted, once each.
+func kinds(objs []object) []string {
+	var k []string
+	for _, o := range objs {
+		if !slices.Contains(k, o.Kind) {
+			k = append(k, o.Kind)
+		}
+	}
+	slices.Sort(k)
+	return k
+}
+
+// TestChart_Lint runs `helm lint --strict` on the chart with its defaults and with each preset.
+func TestChart_Lint(t *testing.T) {
+	args := [][]string{nil}
+	for _, p := range presets(t) {
+		args = append(args, []string{"-f", presetFile(t, p)})
+	}
+	for _, a := range args {
+		out, errOut, err := helm(t, append([]string{"lint", "--strict", chartDir(t)}, a...)...)
+		if err != nil {
+			t.Errorf("helm lint --strict %v: %v\n%s%s", a, err, out, errOut)
+		}
+	}
+}
+
+// TestChart_SchemaRefuses gives the chart values it must refuse, each with the name of what
+// is wrong in the refusal, and checks that helm template refuses them and says so.
+func TestChart_SchemaRefuses(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		set  []string
+		want string // in the refusal
+	}{
+		{"unknown value", []string{"replica=2"}, "replica"},
+		{"unknown nested value", []string{"database.urll.key=url"}, "urll"},
+		{"mistyped number", []string{"replicas=two"}, "replicas"},
+		{"mistyped boolean", []string{"tls.enabled=yes"}, "enabled"},
+		{"no replica", []string{"replicas=0"}, "replicas"},
+		{"unknown identity", []string{"operator.identity=secret"}, "identity"},
+		{"unknown database mode", []string{"database.mode=postgres"}, "mode"},
+		{"unknown layout", []string{"operator.identity=serviceAccount", "operator.serviceAccount.layout=eks"}, "layout"},
+		{"public URL without scheme", []string{"publicURL=terdut.example.com"}, "publicURL"},
+		{"plain http issuer", []string{"operator.serviceAccount.issuer=http://issuer.example.com"}, "issuer"},
+		{"port out of range", []string{"ports.operator=70000"}, "operator"},
+		{"trusted proxy not an address", []string{"trustedProxies[0]=ingress"}, "trustedProxies"},
+		{"an argument that is no flag", []string{"extraArgs[0]=rm"}, "extraArgs"},
+		{"unknown route", []string{"route.kind=gateway"}, "kind"},
+		{"unknown update strategy", []string{"updateStrategy=recreate"}, "updateStrategy"},
+		{"external issuer not given", []string{"operator.identity=serviceAccount", "operator.serviceAccount.layout=external"}, "operator.serviceAccount.issuer"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			args := []string{"template", "terdut-server", chartDir(t), "--namespace", "terdut"}
+			for _, s := range c.set {
+				args = append(args, "--set", s)
+			}
+			out, errOut, err := helm(t, args...)
+			if err == nil {
+				t.Fatalf("--set %v: got a rendering of %d bytes, want a refusal", c.set, len(out))
+			}
+			if !strings.Contains(errOut, c.want) {
+				t.Errorf("--set %v: got the refusal %q, want it to name %q", c.set, errOut, c.want)
+			}
+		})
+	}
+}
+
+// renderedFiles are deploy/kubernetes's files that are renderings of a preset: whoever
+// applies the manifests with kubectl gets what the chart installs.
+var renderedFiles = map[string]string{
+	"terdut-server.yaml":                          "token",
+	"service-account-identity/terdut-server.yaml": "kubeadm",
+}
+
+// TestChart_DeployKubernetesIsRendered checks that deploy/kubernetes's renderings are the
+// chart's, byte for byte. TERDUT_CHART_UPDATE=1 writes them instead.
+func TestChart_DeployKubernetesIsRendered(t *testing.T) {
+	dir := filepath.Join(chartDir(t), "..", "..", "kubernetes")
+	for file, preset := range renderedFiles {
+		head := "# Rendered from deploy/helm/terdut-server with ci/" + preset + "-values.yaml and createNamespace=true\n" +
+			"# (the release terdut-server in the namespace terdut): do not edit, change the chart and run\n" +
+			"# TERDUT_CHART_UPDATE=1 make chart. The Secrets it reads are in secrets.yaml beside it.\n"
+		want := head + string(render(t, "terdut", "-f", presetFile(t, preset), "--set", "createNamespace=true"))
+		p := filepath.Join(dir, file)
+		if os.Getenv("TERDUT_CHART_UPDATE") == "1" {
+			if err := os.WriteFile(p, []byte(want), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		got, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != want {
+			t.Errorf("%s is not the chart's rendering of ci/%s-values.yaml: run TERDUT_CHART_UPDATE=1 make chart", p, preset)
+		}
+	}
+}
