@@ -80,6 +80,12 @@ func TestChart_Presets(t *testing.T) {
 	}
 	checks := map[string]check{
 		"token": func(t *testing.T, d deployment, args, ks []string) {
+			// Postgres directly: the default, which the chart leaves to the server.
+			for _, e := range d.Spec.Template.Spec.Containers[0].Env {
+				if e.Name == "TERDUT_DATABASE_POOLER" {
+					t.Errorf("got TERDUT_DATABASE_POOLER=%s, want none set with database.pooler none", e.Value)
+				}
+			}
 			if !hasArg(args, "--operator-token-file=/etc/terdut/operator-token/token") || argPrefix(args, "--operator-oidc-") {
 				t.Errorf("got %q, want --operator-token-file and no --operator-oidc-*", args)
 			}
@@ -123,8 +129,12 @@ func TestChart_Presets(t *testing.T) {
 				env[e.Name] = i
 			}
 			url := c.Env[env["TERDUT_DATABASE_URL"]].Value
-			if url != "postgres://terdut-db:5432/terdut?sslmode=require" {
-				t.Errorf("got TERDUT_DATABASE_URL %q, want the leader Service's, sslmode=require, no secret", url)
+			if url != "postgres://terdut-db-pooler:5432/terdut?sslmode=require" {
+				t.Errorf("got TERDUT_DATABASE_URL %q, want the pooler Service's, sslmode=require, no secret", url)
+			}
+			// Behind Zalando's pooler, PgBouncer in transaction mode: the server must know.
+			if i, ok := env["TERDUT_DATABASE_POOLER"]; !ok || c.Env[i].Value != "transaction" {
+				t.Errorf("got TERDUT_DATABASE_POOLER set %v, want transaction", ok)
 			}
 			user := c.Env[env["TERDUT_DATABASE_USER"]]
 			const secret = "terdut.terdut-db.credentials.postgresql.acid.zalan.do"
