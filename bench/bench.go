@@ -47,6 +47,9 @@ type Config struct {
 	Progress io.Writer
 	// JSONPath, if set, is where the report is written as JSON (its directory is created).
 	JSONPath string
+	// ScalePeople is the number of people of the scale side's large database (default a
+	// million), compared with a thousand.
+	ScalePeople int
 	// InstallWrk lets the run install wrk, the load generator of the API-key figures and
 	// the sign-in flood, with scripts/ensure-wrk.sh (as root, from Debian) when it is
 	// missing. Without wrk the run fails.
@@ -113,6 +116,8 @@ func Run(tb testing.TB, cfg Config) Report {
 		{"API-key requests against the floor and pgbench -S -M prepared", (*env).apiKeys},
 		{"sign-in latency during a contested claim", one((*env).contestedSignIn)},
 		{"sign-in latency during a sign-in flood", one((*env).signInFlood)},
+		{"scale: the same endpoints at a thousand people and at Config.ScalePeople",
+			func(e *env, ctx context.Context) ([]Figure, error) { return e.scale(tb, ctx) }},
 	}
 	for _, m := range measures {
 		cfg.progressf("measuring %s", m.what)
