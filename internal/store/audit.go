@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -79,36 +80,44 @@ type EventQuery struct {
 const eventColumns = `id, at, event, actor_kind, coalesce(actor_id, 0) AS actor_id, actor_name,
 	coalesce(target_id, 0) AS target_id, target_name, remote_addr, request_id, detail, client_request_id`
 
+// An audit page is the newest rows that match, read backwards on an index whose order is
+// (filter column, id): audit_events_actor_id_idx, audit_events_actor_kind_idx (migration
+// 00017) or audit_events_event_idx. The planner must not read it another way. Asked for
+// WHERE event = 'user.created' ORDER BY id DESC, it estimates that half the rows match, spread
+// evenly, and walks the primary key backwards, filtering; but rows of one kind come in runs
+// (a bulk import, a month of sign-ups), and the newest run of another kind may be a million
+// rows long. So the filter's own column leads the order: a row comparison starts the scan at
+// (value, before) and ORDER BY column DESC, id DESC is an order only that index gives, so it
+// is read from there, backwards, and the first rows of the value are the page. The outer
+// WHERE drops the rows of the next values that a page of fewer than limit rows reaches.
+// Its verbs: the column, the value, the other filters, the parameter of before.
+const eventsOnIndex = `SELECT * FROM (SELECT ` + eventColumns + ` FROM audit_events
+		WHERE (%[1]s, id) < (%[2]s, $%[4]d) AND %[3]s ORDER BY %[1]s DESC, id DESC LIMIT $1) page
+	WHERE page.%[1]s = %[2]s`
+
 // eventsUnderPrefix selects the newest events whose name starts with a prefix, in a time that
 // does not grow with the table: a range of names (event >= 'user.' AND event < 'user/') would
 // read and sort every matching row to find the newest, and starts_with no index serves at all.
 // Event names are a small vocabulary, so it walks the distinct names on audit_events_event_idx
 // (one index descent each, whatever the database's collation), keeps those under the prefix,
-// and reads the newest limit rows of each from the same index (event, id), backwards; the
-// newest limit of those are the answer. Its first verb is the filters (on audit_events,
-// unqualified), its second the prefix's parameter number.
+// and reads the newest page of each as eventsOnIndex does; the newest limit of those are the
+// answer. Its verbs: a page of eventsOnIndex for n.event, the prefix's parameter.
 const eventsUnderPrefix = `WITH RECURSIVE names(event) AS (
 		(SELECT event FROM audit_events ORDER BY event LIMIT 1)
 		UNION ALL
 		SELECT (SELECT a.event FROM audit_events a WHERE a.event > n.event ORDER BY a.event LIMIT 1)
 		FROM names n WHERE n.event IS NOT NULL)
-	SELECT e.* FROM names n CROSS JOIN LATERAL (
-		SELECT ` + eventColumns + ` FROM audit_events
-		WHERE event = n.event AND %[1]s ORDER BY id DESC LIMIT $1) e
+	SELECT e.* FROM names n CROSS JOIN LATERAL (%[1]s) e
 	WHERE starts_with(n.event, $%[2]d)
 	ORDER BY e.id DESC LIMIT $1`
 
 // Events returns the audit events q selects, newest first. Every filter is served by an
 // index (audit_events_actor_id_idx, audit_events_actor_kind_idx, audit_events_event_idx), so
-// that a page costs the same at any size of the table.
-//
-// It runs as an unnamed statement (pgx.QueryExecModeExec), planned afresh for its values each
-// time: a prepared statement's generic plan, which Postgres may switch to after five runs,
-// estimates actor_kind = $2 or event = $2 from the number of distinct values, finds walking
-// the primary key backwards cheaper, and then reads the whole table for a rare actor or event.
+// that a page costs the same at any size of the table, in the plan made for its values and in
+// the generic plan of a prepared statement alike (see eventsOnIndex).
 func (s *Store) Events(ctx context.Context, q EventQuery) ([]Event, error) {
 	query, args := eventsQuery(q)
-	rows, err := s.pool.Query(ctx, query, append([]any{pgx.QueryExecModeExec}, args...)...)
+	rows, err := s.pool.Query(ctx, query, args...)
 	if err != nil {
 		return nil, wrap(err, "read audit events")
 	}
@@ -122,29 +131,51 @@ func eventsQuery(q EventQuery) (string, []any) {
 		q.Limit = 50
 	}
 	where, args := []string{"TRUE"}, []any{q.Limit}
-	add := func(cond string, v any) {
+	param := func(v any) string {
 		args = append(args, v)
-		where = append(where, fmt.Sprintf(cond, len(args)))
+		return fmt.Sprintf("$%d", len(args))
 	}
-	if q.Before > 0 {
-		add("id < $%d", q.Before)
-	}
-	if q.ActorID > 0 {
-		add("actor_id = $%d", q.ActorID)
-	}
-	if q.ActorKind != "" {
-		add("actor_kind = $%d", string(q.ActorKind))
+	// lead is the filter whose index reads the page (see eventsOnIndex): an event (or the
+	// names under a prefix), else an actor, else an actor's kind; the others filter the rows
+	// that index reads.
+	var leadColumn, leadValue string
+	lead := func(column, value string) {
+		if leadColumn == "" {
+			leadColumn, leadValue = column, value
+			return
+		}
+		where = append(where, column+" = "+value)
 	}
 	prefix, isPrefix := strings.CutSuffix(q.Event, "*")
-	if !isPrefix && q.Event != "" {
-		add("event = $%d", q.Event)
+	switch {
+	case isPrefix:
+		lead("event", "n.event")
+	case q.Event != "":
+		lead("event", param(q.Event))
 	}
-	if isPrefix {
-		args = append(args, prefix)
-		return fmt.Sprintf(eventsUnderPrefix, strings.Join(where, " AND "), len(args)), args
+	if q.ActorID > 0 {
+		lead("actor_id", param(q.ActorID))
 	}
-	return `SELECT ` + eventColumns + ` FROM audit_events WHERE ` + strings.Join(where, " AND ") +
-		` ORDER BY id DESC LIMIT $1`, args
+	if q.ActorKind != "" {
+		lead("actor_kind", param(string(q.ActorKind)))
+	}
+	if leadColumn == "" {
+		if q.Before > 0 {
+			where = append(where, "id < "+param(q.Before))
+		}
+		return `SELECT ` + eventColumns + ` FROM audit_events WHERE ` + strings.Join(where, " AND ") +
+			` ORDER BY id DESC LIMIT $1`, args
+	}
+	before := int64(math.MaxInt64)
+	if q.Before > 0 {
+		before = q.Before
+	}
+	args = append(args, before)
+	page := fmt.Sprintf(eventsOnIndex, leadColumn, leadValue, strings.Join(where, " AND "), len(args))
+	if !isPrefix {
+		return page + ` ORDER BY page.id DESC`, args
+	}
+	return fmt.Sprintf(eventsUnderPrefix, page, len(args)+1), append(args, prefix)
 }
 
 // SweepEvents deletes the audit events older than retention, in batches, and returns how many;
