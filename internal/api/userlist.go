@@ -2,7 +2,7 @@ package api
 
 import (
 	"bufio"
-	"encoding/json"
+	"context"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/terdut-server/terdut-server/internal/logcap"
+	"github.com/terdut-server/terdut-server/internal/store"
 )
 
 // GET /api/users answers a bare JSON array of users, oldest first: existing clients decode it
@@ -62,12 +63,11 @@ func (s *server) handleUserList() http.Handler {
 			if i > 0 {
 				body = append(body, ',')
 			}
-			b, err := json.Marshal(toUserJSON(u))
-			if err != nil {
+			var err error
+			if body, err = appendUser(body, toUserJSON(u)); err != nil {
 				s.writeError(w, r, fmt.Errorf("encode user %d: %w", u.ID, err))
 				return
 			}
-			body = append(body, b...)
 		}
 		body = append(body, "]\n"...)
 		if more {
@@ -102,23 +102,46 @@ func parseUserPage(q url.Values) (int64, int, error) {
 	return a, l, nil
 }
 
+// userBatch is one batch of the streamed list, or why it could not be read.
+type userBatch struct {
+	users []store.User
+	err   error
+}
+
+// readUsers starts reading the batch after the user with id after, and returns where it will
+// arrive. Its statement returns its connection to the pool as soon as it ends.
+func (s *server) readUsers(ctx context.Context, after int64) <-chan userBatch {
+	ch := make(chan userBatch, 1)
+	go func() {
+		users, err := s.store.UsersAfter(ctx, after, userListBatch)
+		ch <- userBatch{users, err}
+	}()
+	return ch
+}
+
 // streamUsers writes every user as one JSON array, a batch at a time (see handleUserList).
-// The bytes are what encoding/json writes for the whole list.
+// The bytes are what encoding/json writes for the whole list. The next batch is read while
+// the last is written, so that the database's round trip does not add to each batch's time;
+// at most two batches are held, and no connection while the client reads.
 func (s *server) streamUsers(w http.ResponseWriter, r *http.Request) {
 	rc := http.NewResponseController(w)
 	bw := bufio.NewWriterSize(w, 32<<10)
 	started := false
-	var after int64
+	next := s.readUsers(r.Context(), 0)
+	var b []byte
 	for {
-		users, err := s.store.UsersAfter(r.Context(), after, userListBatch)
-		var b []byte
+		batch := <-next
+		users, err := batch.users, batch.err
+		last := err == nil && len(users) < userListBatch
+		if err == nil && !last {
+			next = s.readUsers(r.Context(), users[len(users)-1].ID)
+		}
+		b = b[:0]
 		for i := 0; err == nil && i < len(users); i++ {
-			var ub []byte
-			if ub, err = json.Marshal(toUserJSON(users[i])); err != nil {
+			b = append(b, ',')
+			if b, err = appendUser(b, toUserJSON(users[i])); err != nil {
 				err = fmt.Errorf("encode user %d: %w", users[i].ID, err)
 			}
-			b = append(append(b, ','), ub...)
-			after = users[i].ID
 		}
 		if err != nil {
 			if !started {
@@ -134,10 +157,10 @@ func (s *server) streamUsers(w http.ResponseWriter, r *http.Request) {
 			if len(b) > 0 {
 				b[0] = '['
 			} else {
-				b = []byte{'['}
+				b = append(b, '[')
 			}
 		}
-		if len(users) < userListBatch {
+		if last {
 			b = append(b, "]\n"...)
 		}
 		// An unsupported deadline leaves the server's write timeout in force: nothing to do.
@@ -151,7 +174,7 @@ func (s *server) streamUsers(w http.ResponseWriter, r *http.Request) {
 			s.log.InfoContext(r.Context(), "user list: the client stopped reading", "request_id", requestID(r.Context()), "err", err)
 			panic(http.ErrAbortHandler)
 		}
-		if len(users) < userListBatch {
+		if last {
 			return
 		}
 	}
