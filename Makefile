@@ -129,4 +129,10 @@ kube:
 # figures to bench/out/results.json; a missed goal is reported, not an error. About 2.5 minutes.
 .PHONY: bench
 bench:
-	$(GO) test -run '^$$' -bench '^BenchmarkReport$$' -benchtime 1x -count 1 -timeout 10m ./bench
+	$(GO) test -run '^$$' -bench '^BenchmarkReport$$' -benchtime 1x -count 1 -timeout 30m ./bench
+
+# bench-scale runs only bench's scale side: the endpoints at a thousand people and at a
+# million (bulk-loaded), side by side; it writes bench/out/scale.json. About 5 minutes.
+.PHONY: bench-scale
+bench-scale:
+	$(GO) test -run '^$$' -bench '^BenchmarkScale$$' -benchtime 1x -count 1 -timeout 30m ./bench

@@ -58,7 +58,7 @@ func (e *env) scale(tb testing.TB, ctx context.Context) ([]Figure, error) {
 		if err != nil {
 			return nil, err
 		}
-		e.cfg.progressf("scale: %d people loaded in %s", people, db.loaded.Round(100*time.Millisecond))
+		e.cfg.progressf("scale: %d people loaded in %s (%s)", people, db.loaded.Round(100*time.Millisecond), db.steps)
 		env := []string{"TERDUT_DATABASE_URL=" + db.url, "TERDUT_PASSWORD_HASH_COST=4"}
 		// No sweep of its own during the run: the bench times the sweep itself. No limit on
 		// sign-ins per client address: wrk sends them all from 127.0.0.1, and the figure is
@@ -70,7 +70,8 @@ func (e *env) scale(tb testing.TB, ctx context.Context) ([]Figure, error) {
 	small, big := sides[0], sides[1]
 	details := func(extra map[string]any) map[string]any {
 		m := map[string]any{"people_small": small.people, "people_large": big.people,
-			"bulk_load_seconds_small": small.loaded.Seconds(), "bulk_load_seconds_large": big.loaded.Seconds()}
+			"bulk_load_seconds_small": small.loaded.Seconds(), "bulk_load_seconds_large": big.loaded.Seconds(),
+			"bulk_load_steps_large": big.steps}
 		for k, v := range extra {
 			m[k] = v
 		}
