@@ -91,8 +91,10 @@ const eventColumns = `id, at, event, actor_kind, coalesce(actor_id, 0) AS actor_
 // is read from there, backwards, and the first rows of the value are the page. The outer
 // WHERE drops the rows of the next values that a page of fewer than limit rows reaches.
 // Its verbs: the column, the value, the other filters, the parameter of before.
-const eventsOnIndex = `SELECT * FROM (SELECT ` + eventColumns + ` FROM audit_events
-		WHERE (%[1]s, id) < (%[2]s, $%[4]d) AND %[3]s ORDER BY %[1]s DESC, id DESC LIMIT $1) page
+// The columns are qualified: unqualified, ORDER BY actor_id would name the output column,
+// coalesce(actor_id, 0), which no index holds.
+const eventsOnIndex = `SELECT * FROM (SELECT ` + eventColumns + ` FROM audit_events t
+		WHERE (t.%[1]s, t.id) < (%[2]s, $%[4]d) AND %[3]s ORDER BY t.%[1]s DESC, t.id DESC LIMIT $1) page
 	WHERE page.%[1]s = %[2]s`
 
 // eventsUnderPrefix selects the newest events whose name starts with a prefix, in a time that
