@@ -79,6 +79,7 @@ func (e *env) scale(tb testing.TB, ctx context.Context) ([]Figure, error) {
 	}
 
 	var figures []Figure
+	// As many rounds as the API-key figures': their goals too are within 10%.
 	for _, ep := range scaleEndpoints {
 		e.cfg.progressf("scale: %s", ep.name)
 		var scripts [2]string
@@ -102,7 +103,7 @@ func (e *env) scale(tb testing.TB, ctx context.Context) ([]Figure, error) {
 		if err := e.warmUp(run(0, nil), run(1, nil)); err != nil {
 			return nil, fmt.Errorf("scale: %s: %w", ep.name, err)
 		}
-		if err := alternate(e.cfg.Rounds, run(0, rates[0]), run(1, rates[1])); err != nil {
+		if err := alternate(e.cfg.KeyRounds, run(0, rates[0]), run(1, rates[1])); err != nil {
 			return nil, fmt.Errorf("scale: %s: %w", ep.name, err)
 		}
 		figures = append(figures, newFigure(ep.key, ep.name+", "+sizes(small, big), "/s", median(rates[1].rates),
@@ -351,7 +352,8 @@ func peakRSS(p *process) (float64, error) {
 // scaleSweepRows is how many sessions, and as many API keys, each sweep round finds to delete.
 const scaleSweepRows = 1000
 
-// scaleSweep times the store's Sweep on each side, in alternating rounds, each after marking
+// scaleSweep times the store's Sweep on each side, in alternating rounds (as many as the
+// API-key figures': one sweep a round is short, and the machine's noise large), each after marking
 // scaleSweepRows sessions expired and as many keys revoked (untimed): rows deleted per second.
 func (e *env) scaleSweep(ctx context.Context, small, big *scaleSide, details func(map[string]any) map[string]any) (Figure, error) {
 	var rates [2][]float64
@@ -373,7 +375,7 @@ func (e *env) scaleSweep(ctx context.Context, small, big *scaleSide, details fun
 			return nil
 		}
 	}
-	if err := alternate(e.cfg.Rounds, round(0, small), round(1, big)); err != nil {
+	if err := alternate(e.cfg.KeyRounds, round(0, small), round(1, big)); err != nil {
 		return Figure{}, fmt.Errorf("scale: the sweep: %w", err)
 	}
 	return newFigure("scale_sweep", "sweep, rows deleted/s, "+sizes(small, big), "/s", median(rates[1]), median(rates[0]),

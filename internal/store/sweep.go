@@ -33,19 +33,21 @@ type sweepStatement struct {
 
 // Sweep's statements for sessions, API keys and set-password links. Revoked and expired rows
 // go in statements of their own, each served by its index (migration 00017) in that index's
-// order, and deleted by primary key: a round reads what it deletes, never the whole table,
-// and no statement deletes more than sweepBatch rows.
+// order, and deleted where they are (by ctid: a TID scan, no descent of the primary key for
+// each row; the subquery's FOR UPDATE holds each row, so its ctid cannot change before the
+// DELETE): a round reads what it deletes, never the whole table, and no statement deletes
+// more than sweepBatch rows.
 var (
 	sweepSessions = []sweepStatement{
-		{sql: `DELETE FROM sessions WHERE id = ANY(ARRAY(SELECT id FROM sessions WHERE revoked_at IS NOT NULL
+		{sql: `DELETE FROM sessions WHERE ctid = ANY(ARRAY(SELECT ctid FROM sessions WHERE revoked_at IS NOT NULL
 			ORDER BY revoked_at LIMIT $1 FOR UPDATE SKIP LOCKED))`},
-		{sql: `DELETE FROM sessions WHERE id = ANY(ARRAY(SELECT id FROM sessions WHERE expires_at <= now()
+		{sql: `DELETE FROM sessions WHERE ctid = ANY(ARRAY(SELECT ctid FROM sessions WHERE expires_at <= now()
 			ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED))`},
 	}
 	sweepAPIKeys = []sweepStatement{
-		{sql: `DELETE FROM api_keys WHERE id = ANY(ARRAY(SELECT id FROM api_keys WHERE revoked_at IS NOT NULL
+		{sql: `DELETE FROM api_keys WHERE ctid = ANY(ARRAY(SELECT ctid FROM api_keys WHERE revoked_at IS NOT NULL
 			ORDER BY revoked_at LIMIT $1 FOR UPDATE SKIP LOCKED))`},
-		{sql: `DELETE FROM api_keys WHERE id = ANY(ARRAY(SELECT id FROM api_keys
+		{sql: `DELETE FROM api_keys WHERE ctid = ANY(ARRAY(SELECT ctid FROM api_keys
 			WHERE expires_at <= now() - $2::interval ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED))`,
 			args: []any{ExpiredKeyRetention}},
 	}
