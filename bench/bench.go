@@ -10,7 +10,9 @@
 //   - p99 password sign-in latency while claims and resets run back to back, over p99 with
 //     none running;
 //   - p99 latency of real password sign-ins on the terdut-server process while wrk floods it
-//     with sign-ins for random usernames, over p99 without the flood.
+//     with sign-ins for random usernames, over p99 without the flood;
+//   - the scale side (scale.go): each endpoint's rate over a million bulk-loaded people, over
+//     the same over a thousand, and the server's peak memory over the whole user list.
 //
 // Run starts its own throwaway Postgres cluster (package pglocal), instances of the API
 // (package apitest), an OIDC provider (package oidctest), and builds and runs terdut-server
