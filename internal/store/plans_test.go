@@ -118,7 +118,10 @@ func explain(tb testing.TB, pool *pgxpool.Pool, generic bool, sql string, args .
 		for i, a := range args {
 			params[i] = literal(tb, a)
 		}
-		stmt, args = "EXPLAIN (FORMAT JSON) EXECUTE planned("+strings.Join(params, ", ")+")", nil
+		stmt, args = "EXPLAIN (FORMAT JSON) EXECUTE planned", nil
+		if len(params) > 0 {
+			stmt += "(" + strings.Join(params, ", ") + ")"
+		}
 	}
 	var out []byte
 	if err := conn.QueryRow(ctx, stmt, args...).Scan(&out); err != nil {
