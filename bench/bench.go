@@ -10,7 +10,9 @@
 //   - p99 password sign-in latency while claims and resets run back to back, over p99 with
 //     none running;
 //   - p99 latency of real password sign-ins on the terdut-server process while wrk floods it
-//     with sign-ins for random usernames, over p99 without the flood.
+//     with sign-ins for random usernames, over p99 without the flood;
+//   - the scale side (scale.go): each endpoint's rate over a million bulk-loaded people, over
+//     the same over a thousand, and the server's peak memory over the whole user list.
 //
 // Run starts its own throwaway Postgres cluster (package pglocal), instances of the API
 // (package apitest), an OIDC provider (package oidctest), and builds and runs terdut-server
@@ -47,6 +49,9 @@ type Config struct {
 	Progress io.Writer
 	// JSONPath, if set, is where the report is written as JSON (its directory is created).
 	JSONPath string
+	// ScalePeople is the number of people of the scale side's large database (default a
+	// million), compared with a thousand.
+	ScalePeople int
 	// InstallWrk lets the run install wrk, the load generator of the API-key figures and
 	// the sign-in flood, with scripts/ensure-wrk.sh (as root, from Debian) when it is
 	// missing. Without wrk the run fails.
@@ -114,6 +119,8 @@ func Run(tb testing.TB, cfg Config) Report {
 		{"sign-in latency during a contested claim", one((*env).contestedSignIn)},
 		{"sign-in latency during a sign-in flood", one((*env).signInFlood)},
 		{"API-key requests behind PgBouncer, against the floor and directly", e.poolerSide(tb)},
+		{"scale: the same endpoints at a thousand people and at Config.ScalePeople",
+			func(e *env, ctx context.Context) ([]Figure, error) { return e.scale(tb, ctx) }},
 	}
 	for _, m := range measures {
 		cfg.progressf("measuring %s", m.what)

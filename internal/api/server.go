@@ -29,7 +29,7 @@ type Store interface {
 
 	CreateUser(ctx context.Context, nu store.NewUser) (store.User, error)
 	User(ctx context.Context, id int64) (store.User, error)
-	Users(ctx context.Context) ([]store.User, error)
+	UsersAfter(ctx context.Context, after int64, limit int) ([]store.User, error)
 	DeleteUser(ctx context.Context, id int64) error
 	UserForSignIn(ctx context.Context, username string, gate store.Gate, limit store.RateLimit) (store.User, string, store.Attempt, error)
 	ReleaseAttempt(ctx context.Context, a store.Attempt) error

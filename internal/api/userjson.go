@@ -43,7 +43,20 @@ type meJSON struct {
 
 // appendMe appends {"user":…,"has_password":…} and a newline, as json.Encoder writes a meJSON.
 func appendMe(b []byte, u userJSON, hasPassword bool) ([]byte, error) {
-	b = append(b, `{"user":{"id":`...)
+	b = append(b, `{"user":`...)
+	b, err := appendUser(b, u)
+	if err != nil {
+		return nil, err
+	}
+	b = append(b, `,"has_password":`...)
+	b = strconv.AppendBool(b, hasPassword)
+	return append(b, "}\n"...), nil
+}
+
+// appendUser appends u as json.Marshal writes a userJSON: GET /api/me's user, and each user of
+// the list GET /api/users streams.
+func appendUser(b []byte, u userJSON) ([]byte, error) {
+	b = append(b, `{"id":`...)
 	b = strconv.AppendInt(b, u.ID, 10)
 	b = append(b, `,"username":`...)
 	b = appendJSONString(b, u.Username)
@@ -63,9 +76,7 @@ func appendMe(b []byte, u userJSON, hasPassword bool) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	b = append(b, `"},"has_password":`...)
-	b = strconv.AppendBool(b, hasPassword)
-	return append(b, "}\n"...), nil
+	return append(b, `"}`...), nil
 }
 
 // appendJSONString appends s as a JSON string the way encoding/json does by default: <, >

@@ -35,22 +35,6 @@ func (s *server) handleMe() http.Handler {
 	})
 }
 
-// handleUserList answers a bare JSON array: existing clients decode it as []User.
-func (s *server) handleUserList() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		users, err := s.store.Users(r.Context())
-		if err != nil {
-			s.writeError(w, r, err)
-			return
-		}
-		resp := make([]userJSON, 0, len(users))
-		for _, u := range users {
-			resp = append(resp, toUserJSON(u))
-		}
-		writeJSON(w, http.StatusOK, resp)
-	})
-}
-
 // handleUserCreate answers the created user itself, not wrapped: existing clients decode it as a
 // User. From a session it needs the step-up of key creation (stepUp): a stolen cookie would
 // otherwise make an admin of its own.

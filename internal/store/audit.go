@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"fmt"
+	"math"
+	"strconv"
 	"strings"
 	"time"
 
@@ -76,38 +78,116 @@ type EventQuery struct {
 	Event     string    // only this event, or those under it when it ends in ".*"; "": all
 }
 
-// Events returns the audit events q selects, newest first.
+const eventColumns = `id, at, event, actor_kind, coalesce(actor_id, 0) AS actor_id, actor_name,
+	coalesce(target_id, 0) AS target_id, target_name, remote_addr, request_id, detail, client_request_id`
+
+// An audit page is the newest rows that match, read backwards on an index whose order is
+// (filter column, id): audit_events_actor_id_idx, audit_events_actor_kind_idx (migration
+// 00017) or audit_events_event_idx. The planner must not read it another way. Asked for
+// WHERE event = 'user.created' ORDER BY id DESC, it estimates that half the rows match, spread
+// evenly, and walks the primary key backwards, filtering; but rows of one kind come in runs
+// (a bulk import, a month of sign-ups), and the newest run of another kind may be a million
+// rows long. So the filter's own column leads the order: a row comparison starts the scan at
+// (value, before) and ORDER BY column DESC, id DESC is an order only that index gives, so it
+// is read from there, backwards, and the first rows of the value are the page. The outer
+// WHERE drops the rows of the next values that a page of fewer than limit rows reaches.
+// Its verbs: the column, the value, the other filters, the parameter of before.
+// The columns are qualified: unqualified, ORDER BY actor_id would name the output column,
+// coalesce(actor_id, 0), which no index holds.
+const eventsOnIndex = `SELECT * FROM (SELECT ` + eventColumns + ` FROM audit_events t
+		WHERE (t.%[1]s, t.id) < (%[2]s, $%[4]d) AND %[3]s ORDER BY t.%[1]s DESC, t.id DESC LIMIT {{limit}}) page
+	WHERE page.%[1]s = %[2]s`
+
+// eventsUnderPrefix selects the newest events whose name starts with a prefix, in a time that
+// does not grow with the table: a range of names (event >= 'user.' AND event < 'user/') would
+// read and sort every matching row to find the newest, and starts_with no index serves at all.
+// Event names are a small vocabulary, so it walks the distinct names on audit_events_event_idx
+// (one index descent each, whatever the database's collation), keeps those under the prefix,
+// and reads the newest page of each as eventsOnIndex does; the newest limit of those are the
+// answer. Its verbs: a page of eventsOnIndex for n.event, the prefix's parameter.
+const eventsUnderPrefix = `WITH RECURSIVE names(event) AS (
+		(SELECT event FROM audit_events ORDER BY event LIMIT 1)
+		UNION ALL
+		SELECT (SELECT a.event FROM audit_events a WHERE a.event > n.event ORDER BY a.event LIMIT 1)
+		FROM names n WHERE n.event IS NOT NULL)
+	SELECT e.* FROM names n CROSS JOIN LATERAL (%[1]s) e
+	WHERE starts_with(n.event, $%[2]d)
+	ORDER BY e.id DESC LIMIT {{limit}}`
+
+// Events returns the audit events q selects, newest first. Every filter is served by an
+// index (audit_events_actor_id_idx, audit_events_actor_kind_idx, audit_events_event_idx), so
+// that a page costs the same at any size of the table, in the plan made for its values and in
+// the generic plan of a prepared statement alike (see eventsOnIndex).
 func (s *Store) Events(ctx context.Context, q EventQuery) ([]Event, error) {
-	if q.Limit <= 0 {
-		q.Limit = 50
-	}
-	where, args := []string{"TRUE"}, []any{q.Limit}
-	add := func(cond string, v any) {
-		args = append(args, v)
-		where = append(where, fmt.Sprintf(cond, len(args)))
-	}
-	if q.Before > 0 {
-		add("id < $%d", q.Before)
-	}
-	if q.ActorID > 0 {
-		add("actor_id = $%d", q.ActorID)
-	}
-	if q.ActorKind != "" {
-		add("actor_kind = $%d", string(q.ActorKind))
-	}
-	if prefix, ok := strings.CutSuffix(q.Event, "*"); ok {
-		add("starts_with(event, $%d)", prefix)
-	} else if q.Event != "" {
-		add("event = $%d", q.Event)
-	}
-	rows, err := s.pool.Query(ctx, `SELECT id, at, event, actor_kind, coalesce(actor_id, 0), actor_name,
-		coalesce(target_id, 0), target_name, remote_addr, request_id, detail, client_request_id
-		FROM audit_events WHERE `+strings.Join(where, " AND ")+` ORDER BY id DESC LIMIT $1`, args...)
+	query, args := eventsQuery(q)
+	rows, err := s.pool.Query(ctx, query, args...)
 	if err != nil {
 		return nil, wrap(err, "read audit events")
 	}
 	events, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Event])
 	return events, wrap(err, "read audit events")
+}
+
+// eventsQuery is the statement and arguments of Events. The limit is written into the
+// statement (a whole number, never text): as a parameter, a prepared statement's generic plan
+// would be costed for a tenth of the table, never chosen over a plan made afresh, and every
+// page would pay for planning, more the larger the table.
+func eventsQuery(q EventQuery) (string, []any) {
+	query, args := eventsStatement(q)
+	if q.Limit <= 0 {
+		q.Limit = 50
+	}
+	return strings.ReplaceAll(query, "{{limit}}", strconv.Itoa(q.Limit)), args
+}
+
+func eventsStatement(q EventQuery) (string, []any) {
+	var args []any
+	where := []string{"TRUE"}
+	param := func(v any) string {
+		args = append(args, v)
+		return fmt.Sprintf("$%d", len(args))
+	}
+	// lead is the filter whose index reads the page (see eventsOnIndex): an event (or the
+	// names under a prefix), else an actor, else an actor's kind; the others filter the rows
+	// that index reads.
+	var leadColumn, leadValue string
+	lead := func(column, value string) {
+		if leadColumn == "" {
+			leadColumn, leadValue = column, value
+			return
+		}
+		where = append(where, column+" = "+value)
+	}
+	prefix, isPrefix := strings.CutSuffix(q.Event, "*")
+	switch {
+	case isPrefix:
+		lead("event", "n.event")
+	case q.Event != "":
+		lead("event", param(q.Event))
+	}
+	if q.ActorID > 0 {
+		lead("actor_id", param(q.ActorID))
+	}
+	if q.ActorKind != "" {
+		lead("actor_kind", param(string(q.ActorKind)))
+	}
+	if leadColumn == "" {
+		if q.Before > 0 {
+			where = append(where, "id < "+param(q.Before))
+		}
+		return `SELECT ` + eventColumns + ` FROM audit_events WHERE ` + strings.Join(where, " AND ") +
+			` ORDER BY id DESC LIMIT {{limit}}`, args
+	}
+	before := int64(math.MaxInt64)
+	if q.Before > 0 {
+		before = q.Before
+	}
+	args = append(args, before)
+	page := fmt.Sprintf(eventsOnIndex, leadColumn, leadValue, strings.Join(where, " AND "), len(args))
+	if !isPrefix {
+		return page + ` ORDER BY page.id DESC`, args
+	}
+	return fmt.Sprintf(eventsUnderPrefix, page, len(args)+1), append(args, prefix)
 }
 
 // SweepEvents deletes the audit events older than retention, in batches, and returns how many;

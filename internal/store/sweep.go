@@ -24,6 +24,38 @@ type SweepResult struct {
 	PasswordLinks int64 // set-password links past their expiry
 }
 
+// sweepStatement is one batched DELETE of Sweep: its first parameter is the batch size, args
+// the rest.
+type sweepStatement struct {
+	sql  string
+	args []any
+}
+
+// Sweep's statements for sessions, API keys and set-password links. Revoked and expired rows
+// go in statements of their own, each served by its index (migration 00017) in that index's
+// order, and deleted where they are (by ctid: a TID scan, no descent of the primary key for
+// each row; the subquery's FOR UPDATE holds each row, so its ctid cannot change before the
+// DELETE): a round reads what it deletes, never the whole table, and no statement deletes
+// more than sweepBatch rows.
+var (
+	sweepSessions = []sweepStatement{
+		{sql: `DELETE FROM sessions WHERE ctid = ANY(ARRAY(SELECT ctid FROM sessions WHERE revoked_at IS NOT NULL
+			ORDER BY revoked_at LIMIT $1 FOR UPDATE SKIP LOCKED))`},
+		{sql: `DELETE FROM sessions WHERE ctid = ANY(ARRAY(SELECT ctid FROM sessions WHERE expires_at <= now()
+			ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED))`},
+	}
+	sweepAPIKeys = []sweepStatement{
+		{sql: `DELETE FROM api_keys WHERE ctid = ANY(ARRAY(SELECT ctid FROM api_keys WHERE revoked_at IS NOT NULL
+			ORDER BY revoked_at LIMIT $1 FOR UPDATE SKIP LOCKED))`},
+		{sql: `DELETE FROM api_keys WHERE ctid = ANY(ARRAY(SELECT ctid FROM api_keys
+			WHERE expires_at <= now() - $2::interval ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED))`,
+			args: []any{ExpiredKeyRetention}},
+	}
+	sweepPasswordLinks = sweepStatement{sql: `DELETE FROM password_links WHERE user_id = ANY(ARRAY(
+		SELECT user_id FROM password_links WHERE expires_at <= now()
+		ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED))`}
+)
+
 // Sweep deletes the rows that can never be used again: revoked and expired sessions, revoked
 // keys and keys long expired, sign-ins that were never finished, expired set-password links
 // (a redemption that finds its link gone answers as for an expired one), and the guessing counts of
@@ -32,15 +64,19 @@ type SweepResult struct {
 func (s *Store) Sweep(ctx context.Context, loginWindow time.Duration) (SweepResult, error) {
 	var res SweepResult
 	var err error
-	if res.Sessions, err = s.sweep(ctx, `DELETE FROM sessions WHERE id IN (
-		SELECT id FROM sessions WHERE revoked_at IS NOT NULL OR expires_at <= now()
-		LIMIT $1 FOR UPDATE SKIP LOCKED)`); err != nil {
-		return res, wrap(err, "sweep sessions")
+	for _, st := range sweepSessions {
+		n, err := s.sweep(ctx, st.sql, st.args...)
+		res.Sessions += n
+		if err != nil {
+			return res, wrap(err, "sweep sessions")
+		}
 	}
-	if res.APIKeys, err = s.sweep(ctx, `DELETE FROM api_keys WHERE id IN (
-		SELECT id FROM api_keys WHERE revoked_at IS NOT NULL OR expires_at <= now() - $2::interval
-		LIMIT $1 FOR UPDATE SKIP LOCKED)`, ExpiredKeyRetention); err != nil {
-		return res, wrap(err, "sweep API keys")
+	for _, st := range sweepAPIKeys {
+		n, err := s.sweep(ctx, st.sql, st.args...)
+		res.APIKeys += n
+		if err != nil {
+			return res, wrap(err, "sweep API keys")
+		}
 	}
 	if res.OIDCLogins, err = s.sweep(ctx, `DELETE FROM oidc_logins WHERE state_hash IN (
 		SELECT state_hash FROM oidc_logins WHERE expires_at <= now()
@@ -52,9 +88,7 @@ func (s *Store) Sweep(ctx context.Context, loginWindow time.Duration) (SweepResu
 		LIMIT $1 FOR UPDATE SKIP LOCKED)`, loginWindow); err != nil {
 		return res, wrap(err, "sweep sign-in attempts")
 	}
-	if res.PasswordLinks, err = s.sweep(ctx, `DELETE FROM password_links WHERE user_id IN (
-		SELECT user_id FROM password_links WHERE expires_at <= now()
-		LIMIT $1 FOR UPDATE SKIP LOCKED)`); err != nil {
+	if res.PasswordLinks, err = s.sweep(ctx, sweepPasswordLinks.sql); err != nil {
 		return res, wrap(err, "sweep set-password links")
 	}
 	return res, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -103,9 +104,22 @@ func (s *Store) User(ctx context.Context, id int64) (User, error) {
 	return u, wrap(err, "get user")
 }
 
-// Users lists every user, oldest first.
+// Users lists every user, oldest first, all at once: for tests and tools on small tables. The
+// API lists with UsersAfter, a page at a time.
 func (s *Store) Users(ctx context.Context) ([]User, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+userColumns+` FROM users u ORDER BY u.id`)
+	return s.UsersAfter(ctx, 0, math.MaxInt32)
+}
+
+// usersAfterQuery reads a page of users in keyset order: by the primary key, from just after
+// the last one of the page before, so that a page costs the same however deep it is.
+const usersAfterQuery = `SELECT ` + userColumns + ` FROM users u WHERE u.id > $1 ORDER BY u.id LIMIT $2`
+
+// UsersAfter lists at most limit users whose id is above after (0: from the first), in the
+// order of their ids (oldest first). Each call is one short statement, outside any
+// transaction: a list read page by page holds no connection between pages, and shows each
+// user who exists from its first page to its last exactly once.
+func (s *Store) UsersAfter(ctx context.Context, after int64, limit int) ([]User, error) {
+	rows, err := s.pool.Query(ctx, usersAfterQuery, after, limit)
 	if err != nil {
 		return nil, wrap(err, "list users")
 	}

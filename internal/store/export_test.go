@@ -1,0 +1,33 @@
+package store
+
+// The statements the plan tests (plans_test.go) explain: what the store runs, as it runs it.
+
+// SweepStatements are Sweep's statements for sessions, API keys and set-password links, as SQL
+// and arguments after the batch size ($1).
+func SweepStatements() map[string]struct {
+	SQL  string
+	Args []any
+} {
+	out := map[string]struct {
+		SQL  string
+		Args []any
+	}{}
+	add := func(name string, st sweepStatement) {
+		out[name] = struct {
+			SQL  string
+			Args []any
+		}{st.sql, st.args}
+	}
+	add("sessions revoked", sweepSessions[0])
+	add("sessions expired", sweepSessions[1])
+	add("api_keys revoked", sweepAPIKeys[0])
+	add("api_keys expired", sweepAPIKeys[1])
+	add("password_links expired", sweepPasswordLinks)
+	return out
+}
+
+// EventsQuery is Events' statement and arguments for q.
+var EventsQuery = eventsQuery
+
+// UsersAfterQuery is UsersAfter's statement ($1 after, $2 limit).
+const UsersAfterQuery = usersAfterQuery

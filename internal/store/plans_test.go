@@ -1,0 +1,329 @@
+package store_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/terdut-server/terdut-server/internal/store"
+)
+
+// The plan tests hold the promise of issue 32: the sweep, the audit's filters and a page of
+// users are served by indexes, so that they cost the same at a million people as at a
+// thousand. Each statement is explained as the store runs it, over tables filled with enough
+// rows (and ANALYZEd) that a sequential scan is the planner's real alternative: a dropped
+// index, or a condition no index serves (starts_with, an OR across columns), turns up as a
+// Seq Scan or as a scan of another index, and fails the test. No planner setting is changed
+// but plan_cache_mode: each statement is explained twice, as the custom plan of its first
+// executions and as the generic plan a prepared statement (pgx prepares every one) may switch
+// to after five.
+
+// planRows is how many rows the plan tests give each large table.
+const planRows = 20000
+
+// mustFillForPlans fills users, sessions, API keys, set-password links and audit events with
+// planRows rows each (audit events: 2.5 times as many), a few of them revoked, expired or rare,
+// and analyzes them.
+func mustFillForPlans(tb testing.TB, st *store.Store) {
+	tb.Helper()
+	mustExecMarked(tb, st, `INSERT INTO users (username, email, password_hash)
+		SELECT 'person-' || i, 'person-' || i || '@example.test', 'x' FROM generate_series(1, $1) i`, planRows)
+	mustExecMarked(tb, st, `INSERT INTO sessions (user_id, token_hash, expires_at, revoked_at)
+		SELECT id, sha256(('session ' || id)::bytea), now() + interval '1 day' + id * interval '1 second',
+			CASE WHEN id % 1000 = 0 THEN now() END
+		FROM users`)
+	mustExecMarked(tb, st, `UPDATE sessions SET expires_at = now() - interval '1 hour' WHERE id % 1000 = 1`)
+	mustExec(tb, st, `INSERT INTO api_keys (user_id, name, key_hash, expires_at, revoked_at)
+		SELECT id, 'key', sha256(('key ' || id)::bytea),
+			CASE WHEN id % 10 = 0 THEN now() + interval '30 days' WHEN id % 1000 = 1 THEN now() - interval '30 days' END,
+			CASE WHEN id % 1000 = 0 THEN now() END
+		FROM users`)
+	mustExec(tb, st, `INSERT INTO password_links (user_id, token_hash, expires_at)
+		SELECT id, sha256(('link ' || id)::bytea), now() + CASE WHEN id % 1000 = 0 THEN interval '-1 hour' ELSE interval '1 day' END
+		FROM users`)
+	// Mostly people's actions on each other, under a handful of names; a few the operator's;
+	// bootstrap.* rare.
+	mustExec(tb, st, `INSERT INTO audit_events (event, actor_kind, actor_id, actor_name, target_id)
+		SELECT CASE WHEN i % 997 = 0 THEN 'bootstrap.claim'
+			ELSE (ARRAY['user.created', 'user.deleted', 'user.password_set', 'api_key.created', 'api_key.revoked'])[i % 5 + 1] END,
+			CASE WHEN i % 101 = 0 THEN 'operator' ELSE 'user' END,
+			CASE WHEN i % 101 = 0 THEN NULL ELSE i % $1 + 1 END, 'someone', i % $1 + 1
+		FROM generate_series(1, $1 * 5 / 2) i`, planRows)
+	mustExec(tb, st, `ANALYZE users, sessions, api_keys, password_links, audit_events`)
+}
+
+// planNode is the part of EXPLAIN (FORMAT JSON) the tests read.
+type planNode struct {
+	NodeType  string     `json:"Node Type"`
+	Relation  string     `json:"Relation Name"`
+	IndexName string     `json:"Index Name"`
+	IndexCond string     `json:"Index Cond"`
+	Plans     []planNode `json:"Plans"`
+}
+
+// seeks reports whether the plan reads index in its order (an Index Scan, not a bitmap of
+// every match to sort) from an Index Cond: starting where its rows are, rather than reading
+// the whole index and filtering.
+func (n planNode) seeks(index string) bool {
+	if n.IndexName == index && n.IndexCond != "" && strings.HasPrefix(n.NodeType, "Index") {
+		return true
+	}
+	return slices.ContainsFunc(n.Plans, func(c planNode) bool { return c.seeks(index) })
+}
+
+// scans lists every scan of the plan as "Node Type on relation [using index]".
+func (n planNode) scans() []string {
+	var out []string
+	if strings.Contains(n.NodeType, "Scan") && n.Relation != "" || n.IndexName != "" {
+		s := n.NodeType + " on " + n.Relation
+		if n.IndexName != "" {
+			s += " using " + n.IndexName
+		}
+		out = append(out, s)
+	}
+	for _, c := range n.Plans {
+		out = append(out, c.scans()...)
+	}
+	return out
+}
+
+// explain returns the plan of sql with args: its custom plan, or with generic its generic
+// plan (prepared, then explained with plan_cache_mode = force_generic_plan).
+func explain(tb testing.TB, pool *pgxpool.Pool, generic bool, sql string, args ...any) planNode {
+	tb.Helper()
+	ctx := context.Background()
+	pooled, err := pool.Acquire(ctx)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	// Out of the pool: its settings and prepared statement go with it.
+	conn := pooled.Hijack()
+	defer conn.Close(ctx) //nolint:errcheck // closing a test connection
+	stmt := "EXPLAIN (FORMAT JSON) " + sql
+	if generic {
+		if _, err := conn.Exec(ctx, "PREPARE planned AS "+sql); err != nil {
+			tb.Fatalf("prepare %s: %v", sql, err)
+		}
+		if _, err := conn.Exec(ctx, "SET plan_cache_mode = force_generic_plan"); err != nil {
+			tb.Fatal(err)
+		}
+		// EXECUTE, a utility statement, takes no parameters: the values go in as literals.
+		params := make([]string, len(args))
+		for i, a := range args {
+			params[i] = literal(tb, a)
+		}
+		stmt, args = "EXPLAIN (FORMAT JSON) EXECUTE planned", nil
+		if len(params) > 0 {
+			stmt += "(" + strings.Join(params, ", ") + ")"
+		}
+	}
+	var out []byte
+	if err := conn.QueryRow(ctx, stmt, args...).Scan(&out); err != nil {
+		tb.Fatalf("%s: %v", stmt, err)
+	}
+	var plans []struct {
+		Plan planNode `json:"Plan"`
+	}
+	if err := json.Unmarshal(out, &plans); err != nil || len(plans) != 1 {
+		tb.Fatalf("EXPLAIN's answer: %v, %d plans:\n%s", err, len(plans), out)
+	}
+	return plans[0].Plan
+}
+
+// literal writes a statement's argument as an SQL literal.
+func literal(tb testing.TB, a any) string {
+	tb.Helper()
+	switch v := a.(type) {
+	case int, int64:
+		return fmt.Sprint(v)
+	case string:
+		return "'" + strings.ReplaceAll(v, "'", "''") + "'"
+	case time.Duration:
+		return fmt.Sprintf("'%d microseconds'", v.Microseconds())
+	}
+	tb.Fatalf("no literal for %T", a)
+	return ""
+}
+
+// assertIndexed fails unless both plans of sql (custom and generic) scan with index and
+// nothing sequentially.
+func assertIndexed(t *testing.T, pool *pgxpool.Pool, index, sql string, args ...any) {
+	t.Helper()
+	assertPlans(t, pool, []bool{false, true}, index, sql, args...)
+}
+
+// assertPlans is assertIndexed for the plans modes lists (generic or not).
+func assertPlans(t *testing.T, pool *pgxpool.Pool, modes []bool, index, sql string, args ...any) {
+	t.Helper()
+	for _, generic := range modes {
+		scans := explain(t, pool, generic, sql, args...).scans()
+		mode := map[bool]string{false: "custom", true: "generic"}[generic]
+		usesIndex := slices.ContainsFunc(scans, func(s string) bool { return strings.HasSuffix(s, " using "+index) })
+		seq := slices.ContainsFunc(scans, func(s string) bool { return strings.HasPrefix(s, "Seq Scan") })
+		if !usesIndex || seq {
+			t.Errorf("%s plan: got scans %q, want %s used and no Seq Scan\n%s", mode, scans, index, sql)
+		}
+	}
+}
+
+func TestPlans_Indexed(t *testing.T) {
+	st := mustStore(t)
+	mustFillForPlans(t, st)
+	pool := st.Pool()
+
+	t.Run("Sweep", func(t *testing.T) {
+		index := map[string]string{
+			"sessions revoked":       "sessions_revoked_at_idx",
+			"sessions expired":       "sessions_expires_at_idx",
+			"api_keys revoked":       "api_keys_revoked_at_idx",
+			"api_keys expired":       "api_keys_expires_at_idx",
+			"password_links expired": "password_links_expires_at_idx",
+		}
+		statements := store.SweepStatements()
+		if len(statements) != len(index) {
+			t.Fatalf("got %d sweep statements, want %d", len(statements), len(index))
+		}
+		for name, st := range statements {
+			t.Run(name, func(t *testing.T) {
+				want, ok := index[name]
+				if !ok {
+					t.Fatalf("no index expected for %q", name)
+				}
+				assertIndexed(t, pool, want, st.SQL, append([]any{5000}, st.Args...)...)
+			})
+		}
+	})
+
+	t.Run("Audit", func(t *testing.T) {
+		tests := []struct {
+			name  string
+			q     store.EventQuery
+			index string
+			sorts bool // the planner may read the index's matches and sort them
+		}{
+			{"actor", store.EventQuery{ActorID: 1234}, "audit_events_actor_id_idx", false},
+			{"actor, before", store.EventQuery{ActorID: 1234, Before: 40000}, "audit_events_actor_id_idx", false},
+			{"actor kind", store.EventQuery{ActorKind: store.ActorKindOperator}, "audit_events_actor_kind_idx", false},
+			{"actor kind, common", store.EventQuery{ActorKind: store.ActorKindUser}, "audit_events_actor_kind_idx", false},
+			{"event", store.EventQuery{Event: "bootstrap.claim"}, "audit_events_event_idx", false},
+			{"event, common", store.EventQuery{Event: "user.created"}, "audit_events_event_idx", false},
+			// Two filters: the planner reads the index of the rarer (here a person's ten
+			// rows), and sorts them.
+			{"event, actor", store.EventQuery{Event: "user.created", ActorID: 77}, "audit_events_actor_id_idx", true},
+			{"prefix, common", store.EventQuery{Event: "user.*"}, "audit_events_event_idx", false},
+			{"prefix, rare", store.EventQuery{Event: "bootstrap.*"}, "audit_events_event_idx", false},
+			{"prefix, none", store.EventQuery{Event: "nothing.*"}, "audit_events_event_idx", false},
+			{"prefix, before, limit", store.EventQuery{Event: "api_key.*", Before: 10000, Limit: 500}, "audit_events_event_idx", false},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				// Never the primary key: walked backwards, filtering, it reads every row newer
+				// than the page (see eventsOnIndex).
+				sql, args := store.EventsQuery(tt.q)
+				assertIndexed(t, pool, tt.index, sql, args...)
+				for _, generic := range []bool{false, true} {
+					plan := explain(t, pool, generic, sql, args...)
+					if scans := plan.scans(); slices.ContainsFunc(scans,
+						func(s string) bool { return strings.HasSuffix(s, "using audit_events_pkey") }) {
+						t.Errorf("generic %v: got scans %q, want none on audit_events_pkey", generic, scans)
+					}
+					if !tt.sorts && !plan.seeks(tt.index) {
+						t.Errorf("generic %v: %s is not read in its order from an Index Cond, want the scan to start at the page and stop after it", generic, tt.index)
+					}
+				}
+			})
+		}
+	})
+
+	t.Run("Users", func(t *testing.T) {
+		for _, after := range []int64{0, planRows / 2, planRows - 10} {
+			assertIndexed(t, pool, "users_pkey", store.UsersAfterQuery, after, 1000)
+		}
+	})
+}
+
+// TestEvents_AsScan: Events, reading on an index (and for a prefix walking the distinct
+// names), answers what a plain scan of the table answers, for common, rare and absent values,
+// with and without the other filters and pages.
+func TestEvents_AsScan(t *testing.T) {
+	ctx := context.Background()
+	st := mustStore(t)
+	mustFillForPlans(t, st)
+	tests := []store.EventQuery{
+		{Event: "user.*"},
+		{Event: "api_key.*", Limit: 500},
+		{Event: "bootstrap.*"},
+		{Event: "nothing.*"},
+		{Event: "user.*", Before: 20001, Limit: 7},
+		{Event: "user.*", ActorID: 77},
+		{Event: "bootstrap.*", ActorKind: store.ActorKindOperator},
+		{Event: "api_key.*", ActorKind: store.ActorKindUser, Before: 3},
+		{Event: "user.created"},
+		{Event: "bootstrap.claim", Limit: 500},
+		{Event: "user.deleted", Before: 30000, Limit: 3},
+		{Event: "user.created", ActorID: 5},
+		{ActorID: 1234},
+		{ActorID: 1234, Before: 20000},
+		{ActorID: 999999},
+		{ActorKind: store.ActorKindOperator, Limit: 500},
+		{ActorKind: store.ActorKindUser, Before: 100, Limit: 200},
+		{ActorKind: store.ActorKindOperator, ActorID: 3},
+		{},
+		{Before: 17, Limit: 500},
+	}
+	for _, q := range tests {
+		got, err := st.Events(ctx, q)
+		if err != nil {
+			t.Fatalf("%+v: %v", q, err)
+		}
+		limit := q.Limit
+		if limit == 0 {
+			limit = 50
+		}
+		rows, err := st.Pool().Query(ctx, `SELECT id FROM audit_events
+			WHERE CASE WHEN $1 LIKE '%*' THEN starts_with(event, rtrim($1, '*')) ELSE $1 = '' OR event = $1 END
+				AND ($2 = 0 OR id < $2) AND ($3 = 0 OR actor_id = $3)
+				AND ($4 = '' OR actor_kind = $4)
+			ORDER BY id DESC LIMIT $5`, q.Event, q.Before, q.ActorID, string(q.ActorKind), limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want []int64
+		for rows.Next() {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, id)
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		ids := make([]int64, len(got))
+		for i, e := range got {
+			ids[i] = e.ID
+
+		}
+		if !slices.Equal(ids, want) {
+			t.Errorf("%+v: got ids %v, want %v", q, ids, want)
+		}
+	}
+	if n := len(mustEvents(t, st, store.EventQuery{Event: "bootstrap.*"})); n == 0 {
+		t.Fatal("got no bootstrap.* event: the fixture has some, and the comparison above needs them")
+	}
+}
+
+func mustEvents(tb testing.TB, st *store.Store, q store.EventQuery) []store.Event {
+	tb.Helper()
+	events, err := st.Events(context.Background(), q)
+	if err != nil {
+		tb.Fatalf("events %+v: %v", q, err)
+	}
+	return events
+}
