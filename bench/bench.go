@@ -130,6 +130,13 @@ func Run(tb testing.TB, cfg Config) Report {
 		}
 		rep.Figures = append(rep.Figures, fs...)
 	}
+	return finish(tb, cfg, rep, start)
+}
+
+// finish notes the load at the end and writes rep as a table to cfg.Out and as JSON to
+// cfg.JSONPath, for Run and RunScale alike.
+func finish(tb testing.TB, cfg Config, rep Report, start time.Time) Report {
+	tb.Helper()
 	rep.LoadEnd = loadAverage()
 	if err := writeTable(cfg.Out, rep); err != nil {
 		tb.Fatalf("bench: write table: %v", err)

@@ -40,17 +40,7 @@ func RunScale(tb testing.TB, cfg Config) Report {
 	if rep.Figures, err = e.scale(tb, ctx); err != nil {
 		tb.Fatalf("bench: %v", err)
 	}
-	rep.LoadEnd = loadAverage()
-	if err := writeTable(cfg.Out, rep); err != nil {
-		tb.Fatalf("bench: write table: %v", err)
-	}
-	if cfg.JSONPath != "" {
-		if err := writeJSON(cfg.JSONPath, rep); err != nil {
-			tb.Fatalf("bench: %v", err)
-		}
-	}
-	cfg.progressf("done in %s", time.Since(start).Round(100*time.Millisecond))
-	return rep
+	return finish(tb, cfg, rep, start)
 }
 
 // serverVersion is the server's version, as Run reports it.
