@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/terdut-server/terdut-server/internal/apitest"
@@ -128,6 +129,26 @@ func (r *answers) statuses(rt string, from, to time.Time) string {
 		parts = append(parts, fmt.Sprintf("%s×%d", k, n[k]))
 	}
 	return strings.Join(parts, " ")
+}
+
+// startLoad starts the operator's and the people's load (runLoad and runPeople) on every
+// route of s and returns what ends it and waits for it; the test's end calls it too, and a
+// second call does nothing.
+func startLoad(t *testing.T, s *suite, p *oidctest.Provider, operator apitest.Person, people []apitest.Person) func() {
+	stop := make(chan struct{})
+	load := runLoad(s.rec, s.routes, p, operator.User.Username, operator.Password, operator.APIKey, stop)
+	clients := runPeople(s.rec, s.routes, people, stop)
+	end := func() {
+		select {
+		case <-stop:
+		default:
+			close(stop)
+			load.Wait()
+			clients.Wait()
+		}
+	}
+	t.Cleanup(end)
+	return end
 }
 
 // runLoad sends password sign-ins, API-key requests and OIDC sign-ins to every replica until

@@ -70,19 +70,7 @@ func TestPatroniPooler(t *testing.T) {
 		people = append(people, apitest.MustPerson(t, s.routes[0].replicas[1].Store, fmt.Sprintf("person-%d", i), store.RoleMember))
 	}
 	c.Logf("cluster, PgBouncer, replicas and people ready after %s", time.Since(began).Round(time.Second))
-	stop := make(chan struct{})
-	load := runLoad(s.rec, s.routes, p, person.User.Username, person.Password, person.APIKey, stop)
-	clients := runPeople(s.rec, s.routes, people, stop)
-	endLoad := func() {
-		select {
-		case <-stop:
-		default:
-			close(stop)
-			load.Wait()
-			clients.Wait()
-		}
-	}
-	t.Cleanup(endLoad)
+	endLoad := startLoad(t, s, p, person, people)
 
 	var killed *patronitest.Member
 	for _, f := range []fault{

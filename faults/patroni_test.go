@@ -102,19 +102,7 @@ func TestPatroni(t *testing.T) {
 	for i := range 4 {
 		people = append(people, apitest.MustPerson(t, s.routes[0].replicas[0].Store, fmt.Sprintf("person-%d", i), store.RoleMember))
 	}
-	stop := make(chan struct{})
-	load := runLoad(s.rec, s.routes, p, person.User.Username, person.Password, person.APIKey, stop)
-	clients := runPeople(s.rec, s.routes, people, stop)
-	endLoad := func() {
-		select {
-		case <-stop:
-		default:
-			close(stop)
-			load.Wait()
-			clients.Wait()
-		}
-	}
-	t.Cleanup(endLoad)
+	endLoad := startLoad(t, s, p, person, people)
 
 	var killed *patronitest.Member
 	now := time.Now
