@@ -32,7 +32,10 @@ func TestKube_Recovery(t *testing.T) {
 	a.CreateNamespace(kubeServerNS)
 	a.CreateNamespace(kubeOperatorNS)
 	example := filepath.Join("..", "deploy", "kubernetes", "service-account-identity")
-	a.MustApplyFiles(filepath.Join(example, "serviceaccount.yaml"), filepath.Join(example, "operator.yaml"))
+	// terdut-server's account and its two permissions, as the chart renders them; the
+	// operator's account is terdut-operator's own install's, never the chart's.
+	a.MustApplyFiles(filepath.Join(example, "terdut-server.yaml"))
+	a.CreateServiceAccount(kubeOperatorNS, kubeOperatorSA)
 	a.CreatePod(kubeServerNS, "terdut-server-0", kubeServerSA)
 	a.CreatePod(kubeOperatorNS, kubeOperatorPod, kubeOperatorSA)
 	dir := t.TempDir()

@@ -42,7 +42,10 @@ func startKube(t *testing.T, opts kubetest.Options) *kubeCluster {
 		a.CreateNamespace(ns)
 	}
 	example := filepath.Join("..", "..", "deploy", "kubernetes", "service-account-identity")
-	a.MustApplyFiles(filepath.Join(example, "serviceaccount.yaml"), filepath.Join(example, "operator.yaml"))
+	// terdut-server's account and its two permissions, as the chart renders them; the
+	// operator's account is terdut-operator's own install's, never the chart's.
+	a.MustApplyFiles(filepath.Join(example, "terdut-server.yaml"))
+	a.CreateServiceAccount(operatorNS, operatorSA)
 	a.CreatePod(serverNS, "terdut-server-0", serverSA)
 	a.CreatePod(operatorNS, operatorPod, operatorSA)
 	k := &kubeCluster{APIServer: a, serverToken: filepath.Join(t.TempDir(), "token")}
@@ -60,7 +63,7 @@ func (k *kubeCluster) refreshServerToken(t *testing.T) {
 	}
 }
 
-// operatorToken is the operator's token as its projected volume asks for it (operator.yaml):
+// operatorToken is the operator's token as its projected volume asks for it (docs/install.md):
 // the audience terdut-server, an hour, bound to its pod.
 func (k *kubeCluster) operatorToken() string {
 	return k.Token(operatorNS, operatorSA, kubetest.TokenRequest{Audiences: []string{"terdut-server"}, Seconds: 3600, Pod: operatorPod})
