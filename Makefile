@@ -156,8 +156,11 @@ chart:
 # people and at a million (the scale side). It prints a table and writes the same figures to
 # bench/out/results.json; a missed goal is reported, not an error. About 15 minutes.
 .PHONY: bench
+# SIDES names the sides to measure, comma-separated (gate, apikey, contest, flood, pooler,
+# scale), such as make bench SIDES=pooler; empty: every side.
+SIDES ?=
 bench:
-	$(GO) test -run '^$$' -bench '^BenchmarkReport$$' -benchtime 1x -count 1 -timeout 30m ./bench
+	TERDUT_BENCH_SIDES=$(SIDES) $(GO) test -run '^$$' -bench '^BenchmarkReport$$' -benchtime 1x -count 1 -timeout 30m ./bench
 
 # bench-scale runs only bench's scale side: the endpoints at a thousand people and at a
 # million (bulk-loaded), side by side; it writes bench/out/scale.json. About 5 minutes.

@@ -26,6 +26,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 )
@@ -56,6 +57,9 @@ type Config struct {
 	// the sign-in flood, with scripts/ensure-wrk.sh (as root, from Debian) when it is
 	// missing. Without wrk the run fails.
 	InstallWrk bool
+	// Sides, when not empty, names the sides to measure (gate, apikey, contest, flood,
+	// pooler, scale); empty: every side. `make bench SIDES=pooler` sets it.
+	Sides []string
 }
 
 func (c Config) withDefaults() Config {
@@ -109,20 +113,25 @@ func Run(tb testing.TB, cfg Config) Report {
 	rep := Report{Date: start.UTC().Truncate(time.Second), GoVersion: runtime.Version(),
 		GOMAXPROCS: runtime.GOMAXPROCS(0), NumCPU: runtime.NumCPU(), Postgres: e.pgVersion,
 		Round: cfg.Round.String(), Rounds: cfg.Rounds, KeyRounds: cfg.KeyRounds, LoadStart: load}
-	measures := []struct {
-		what string
-		run  func(*env, context.Context) ([]Figure, error)
-	}{
-		{"gate overhead on password sign-in", one((*env).gatePassword)},
-		{"gate overhead on the OIDC callback", one((*env).gateOIDC)},
-		{"API-key requests against the floor and pgbench -S -M prepared", (*env).apiKeys},
-		{"sign-in latency during a contested claim", one((*env).contestedSignIn)},
-		{"sign-in latency during a sign-in flood", one((*env).signInFlood)},
-		{"API-key requests behind PgBouncer, against the floor and directly", e.poolerSide(tb)},
-		{"scale: the same endpoints at a thousand people and at Config.ScalePeople",
+	measures := []measure{
+		{"gate", "gate overhead on password sign-in", one((*env).gatePassword)},
+		{"gate", "gate overhead on the OIDC callback", one((*env).gateOIDC)},
+		{"apikey", "API-key requests against the floor and pgbench -S -M prepared", (*env).apiKeys},
+		{"contest", "sign-in latency during a contested claim", one((*env).contestedSignIn)},
+		{"flood", "sign-in latency during a sign-in flood", one((*env).signInFlood)},
+		{"pooler", "API-key requests behind PgBouncer, against the floor and directly", e.poolerSide(tb)},
+		{"scale", "scale: the same endpoints at a thousand people and at Config.ScalePeople",
 			func(e *env, ctx context.Context) ([]Figure, error) { return e.scale(tb, ctx) }},
 	}
+	for _, side := range cfg.Sides {
+		if !slices.ContainsFunc(measures, func(m measure) bool { return m.side == side }) {
+			tb.Fatalf("bench: no side %q: use gate, apikey, contest, flood, pooler or scale", side)
+		}
+	}
 	for _, m := range measures {
+		if len(cfg.Sides) > 0 && !slices.Contains(cfg.Sides, m.side) {
+			continue
+		}
 		cfg.progressf("measuring %s", m.what)
 		fs, err := m.run(e, tb.Context())
 		if err != nil {
@@ -131,6 +140,12 @@ func Run(tb testing.TB, cfg Config) Report {
 		rep.Figures = append(rep.Figures, fs...)
 	}
 	return finish(tb, cfg, rep, start)
+}
+
+// measure is one side of Run: what it measures, for the progress lines, and how.
+type measure struct {
+	side, what string
+	run        func(*env, context.Context) ([]Figure, error)
 }
 
 // finish notes the load at the end and writes rep as a table to cfg.Out and as JSON to

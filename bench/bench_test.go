@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -79,6 +80,22 @@ func TestRun(t *testing.T) {
 	})
 }
 
+// TestRun_Sides: a run with Config.Sides (make bench SIDES=pooler) measures those sides
+// alone.
+func TestRun_Sides(t *testing.T) {
+	var table bytes.Buffer
+	rep := bench.Run(t, bench.Config{Round: 200 * time.Millisecond, Rounds: 1, KeyRounds: 1, NoWarmup: true,
+		Out: &table, InstallWrk: true, Sides: []string{"pooler"}})
+	var keys []string
+	for _, f := range rep.Figures {
+		keys = append(keys, f.Key)
+	}
+	want := []string{"pooler_apikey_vs_floor_c8", "pooler_cost_c8", "pooler_apikey_vs_floor_c32", "pooler_cost_c32"}
+	if !slices.Equal(keys, want) {
+		t.Fatalf("got figures %v, want %v alone", keys, want)
+	}
+}
+
 // TestGoal_Met checks the goal arithmetic the table's last column rests on.
 func TestGoal_Met(t *testing.T) {
 	tests := []struct {
@@ -109,12 +126,24 @@ func BenchmarkReport(b *testing.B) {
 	var rep bench.Report
 	for b.Loop() {
 		rep = bench.Run(b, bench.Config{Out: os.Stdout, Progress: os.Stderr,
-			JSONPath: filepath.Join("out", "results.json"), InstallWrk: true})
+			JSONPath: filepath.Join("out", "results.json"), InstallWrk: true, Sides: benchSides()})
 	}
 	for _, f := range rep.Figures {
 		b.ReportMetric(f.Ratio, f.Key+"-ratio")
 	}
 	b.ReportMetric(0, "ns/op")
+}
+
+// benchSides is the sides `make bench SIDES=...` names (TERDUT_BENCH_SIDES, comma-separated);
+// none: every side.
+func benchSides() []string {
+	var sides []string
+	for _, s := range strings.Split(os.Getenv("TERDUT_BENCH_SIDES"), ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			sides = append(sides, s)
+		}
+	}
+	return sides
 }
 
 // BenchmarkPoolerModes measures each of pgx's statement modes on Postgres and behind a
