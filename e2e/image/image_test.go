@@ -58,8 +58,8 @@ func TestImage_AsKubernetesRunsIt(t *testing.T) {
 	call(t, a.url, http.MethodPost, "/api/users", "Bearer "+key, "",
 		`{"username":"alice","email":"alice@example.test","role":"member"}`, http.StatusCreated, &user)
 	call(t, a.url, http.MethodPut, fmt.Sprintf("/api/users/%d/password", user.ID), "Bearer "+key, "",
-		`{"password":"correct horse battery staple"}`, http.StatusNoContent, nil)
-	cookie := signIn(t, b.url, "alice", "correct horse battery staple")
+		`{"password":"amber lantern drifts north"}`, http.StatusNoContent, nil)
+	cookie := signIn(t, b.url, "alice", "amber lantern drifts north")
 	var me struct {
 		User client.User `json:"user"`
 	}
@@ -82,7 +82,7 @@ func TestImage_AsKubernetesRunsIt(t *testing.T) {
 		t.Fatalf("docker exec a terdut-server bootstrap status: exit %d, output:\n%s\nwant exit 0 and state complete, generation 1", code, body)
 	}
 
-	t.Run("StopDrains", func(t *testing.T) { testStopDrains(t, a, "alice", "correct horse battery staple") })
+	t.Run("StopDrains", func(t *testing.T) { testStopDrains(t, a, "alice", "amber lantern drifts north") })
 }
 
 // testStopDrains stops replica r with docker stop while a sign-in is in flight (its body
