@@ -181,15 +181,15 @@ func (o k8sObject) decode(t *testing.T, v any) {
 // flagPattern finds the flags that parseConfig defines, such as fs.StringVar(&x, "listen", ...).
 var flagPattern = regexp.MustCompile(`fs\.\w+Var\(&[\w.]+,\s*"([a-z0-9-]+)"`)
 
-// mustServeFlags returns the names of terdut-server's flags, read from its source: config.go
-// and the config_*.go files beside it.
-func mustServeFlags(t *testing.T) []string {
+// mustConfigMatches returns the first group of every match of pattern in config*.go of
+// cmd/terdut-server (not its tests), each once, in the order found.
+func mustConfigMatches(t *testing.T, pattern *regexp.Regexp) []string {
 	t.Helper()
 	files, err := filepath.Glob("../cmd/terdut-server/config*.go")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var flags []string
+	var found []string
 	for _, f := range files {
 		if strings.HasSuffix(f, "_test.go") {
 			continue
@@ -198,10 +198,20 @@ func mustServeFlags(t *testing.T) []string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, m := range flagPattern.FindAllStringSubmatch(string(src), -1) {
-			flags = append(flags, m[1])
+		for _, m := range pattern.FindAllStringSubmatch(string(src), -1) {
+			if !slices.Contains(found, m[1]) {
+				found = append(found, m[1])
+			}
 		}
 	}
+	return found
+}
+
+// mustServeFlags returns the names of terdut-server's flags, read from its source: config.go
+// and the config_*.go files beside it.
+func mustServeFlags(t *testing.T) []string {
+	t.Helper()
+	flags := mustConfigMatches(t, flagPattern)
 	// The pattern must keep finding them: a config.go written differently would otherwise
 	// leave nothing to check against.
 	for _, want := range []string{"listen", "database-url-file", "operator-token-file", "bootstrap-gate", "oidc-issuer", "operator-oidc-issuer"} {

@@ -77,25 +77,7 @@ var variablePattern = regexp.MustCompile(`getenv\("(TERDUT_[A-Z0-9_]+)"\)`)
 // which have no flag.
 func mustServeVariables(t *testing.T) []string {
 	t.Helper()
-	files, err := filepath.Glob("../cmd/terdut-server/config*.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var vars []string
-	for _, f := range files {
-		if strings.HasSuffix(f, "_test.go") {
-			continue
-		}
-		src, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, m := range variablePattern.FindAllStringSubmatch(string(src), -1) {
-			if !slices.Contains(vars, m[1]) {
-				vars = append(vars, m[1])
-			}
-		}
-	}
+	vars := mustConfigMatches(t, variablePattern)
 	if !slices.Contains(vars, "TERDUT_OIDC_CLIENT_SECRET") {
 		t.Fatalf("got variables %v from config*.go, want TERDUT_OIDC_CLIENT_SECRET among them: has the way they are read changed?", vars)
 	}
