@@ -15,7 +15,7 @@ import (
 // start, and on a systemd host the units are then disabled and stopped.
 func TestEnsurePatroni_StartsNoService(t *testing.T) {
 	asRoot(t)
-	notes, policyLeft := runEnsureInstall(t, "ensure-patroni.sh", "patroni", "etcd", "etcdctl", "haproxy")
+	notes, _, policyLeft := runEnsureInstall(t, "ensure-patroni.sh", []string{"patroni", "etcd", "etcdctl", "haproxy"})
 	if !strings.Contains(notes, "policy 101") {
 		t.Errorf("during the install, policy-rc.d for etcd start: got %q, want 101 (denied)", notes)
 	}
@@ -35,7 +35,7 @@ func TestEnsurePatroni_StartsNoService(t *testing.T) {
 // own etcd on free ports.
 func TestEnsureKube_StartsNoService(t *testing.T) {
 	asRoot(t)
-	notes, policyLeft := runEnsureInstall(t, "ensure-kube.sh", "etcd")
+	notes, _, policyLeft := runEnsureInstall(t, "ensure-kube.sh", []string{"etcd"})
 	if !strings.Contains(notes, "policy 101") {
 		t.Errorf("during the install, policy-rc.d for etcd start: got %q, want 101 (denied)", notes)
 	}
@@ -47,11 +47,12 @@ func TestEnsureKube_StartsNoService(t *testing.T) {
 	}
 }
 
-// runEnsureInstall runs the ensure script with none of programs on PATH, and returns the
-// notes of the test's own apt-get and systemctl, and whether a policy-rc.d was left behind.
-// apt-get notes what policy-rc.d answers for etcd at install time and "installs" the
-// programs; systemctl plays a running systemd and notes its calls.
-func runEnsureInstall(t *testing.T, script string, programs ...string) (notes string, policyLeft bool) {
+// runEnsureInstall runs the ensure script with none of programs on PATH and env added to its
+// environment, and returns the notes of the test's own apt-get and systemctl, the script's
+// output, and whether a policy-rc.d was left behind. apt-get notes what policy-rc.d answers
+// for a service's start at install time and "installs" the programs (each prints its name
+// and a version); systemctl plays a running systemd and notes its calls.
+func runEnsureInstall(t *testing.T, script string, programs []string, env ...string) (notes, out string, policyLeft bool) {
 	t.Helper()
 	bin, work := t.TempDir(), t.TempDir()
 	policy := filepath.Join(work, "policy-rc.d")
@@ -64,7 +65,7 @@ func runEnsureInstall(t *testing.T, script string, programs ...string) (notes st
 if [[ -x $TERDUT_POLICY_RC_D ]]; then "$TERDUT_POLICY_RC_D" etcd start; echo "policy $?" >>"$WORK/notes"; else echo "policy none" >>"$WORK/notes"; fi
 for p in $PROGRAMS; do printf '#!/bin/sh\necho "%s 0"\n' "$p" >"$BIN/$p"; chmod +x "$BIN/$p"; done
 `)
-	write("systemctl", `case $1 in is-system-running) echo running ;; *) echo "systemctl $*" >>"$WORK/notes" ;; esac
+	write("systemctl", `case $1 in is-system-running) echo running ;; cat) exit 0 ;; *) echo "systemctl $*" >>"$WORK/notes" ;; esac
 `)
 	// A PATH with none of the programs: the test's bin first, then the system's, each
 	// directory that holds one of them replaced by a copy of its links less those.
@@ -89,13 +90,13 @@ for p in $PROGRAMS; do printf '#!/bin/sh\necho "%s 0"\n' "$p" >"$BIN/$p"; chmod 
 		path = append(path, filtered)
 	}
 	cmd := exec.Command("bash", script)
-	cmd.Env = append(os.Environ(), "PATH="+strings.Join(path, ":"), "BIN="+bin, "WORK="+work,
-		"TERDUT_POLICY_RC_D="+policy, "PROGRAMS="+strings.Join(programs, " "))
-	out, err := cmd.CombinedOutput()
+	cmd.Env = append(append(os.Environ(), "PATH="+strings.Join(path, ":"), "BIN="+bin, "WORK="+work,
+		"TERDUT_POLICY_RC_D="+policy, "PROGRAMS="+strings.Join(programs, " ")), env...)
+	output, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("%s: %v\n%s", script, err, out)
+		t.Fatalf("%s: %v\n%s", script, err, output)
 	}
 	b, _ := os.ReadFile(filepath.Join(work, "notes"))
 	_, err = os.Stat(policy)
-	return string(b), !os.IsNotExist(err)
+	return string(b), string(output), !os.IsNotExist(err)
 }
