@@ -16,7 +16,9 @@ import (
 // (internal/pgbouncertest), against the floor through the same PgBouncer in the same
 // statement mode (simple_protocol, the server's there: pgx's default prepares statements by
 // name, which such a pooler cannot carry), and the pooler's cost: the same server through PgBouncer over the
-// server on Postgres directly (e.server).
+// server on Postgres directly (e.server). The floor sends its lookup's text, which Postgres
+// parses and plans on every request, as the smallest program would; the server calls the
+// function api_key_owner, whose plan each server connection keeps (migrations/00018).
 
 // poolerGoal: behind the pooler, the server may cost at most 5% over the floor, as directly.
 var poolerGoal = AtLeast(0.95)
@@ -93,6 +95,8 @@ func (e *env) pooledAt(ctx context.Context, p *pooled, clients int) ([]Figure, e
 		"pgbouncer_default_pool_size":   poolerPoolSize,
 		"server_pgx_exec_mode":          "--database-pooler=transaction: simple_protocol",
 		"floor_pgx_exec_mode":           "simple_protocol (default_query_exec_mode in its URL)",
+		"server_lookup":                 "SELECT * FROM api_key_owner($1): PL/pgSQL, its plan kept by each server connection",
+		"floor_lookup":                  "the statement's text, parsed and planned on every request",
 		"rounds_server_pooled":          server.rates,
 		"rounds_floor_pooled":           floor.rates,
 		"rounds_server_direct":          direct.rates,

@@ -104,7 +104,7 @@ func (s *Store) AuthenticateAPIKey(ctx context.Context, secret string) (User, er
 	defer row.release()
 	hash := row.hashOf(secret)
 	u := &row.u
-	err := s.pool.QueryRow(ctx, authenticateAPIKeySQL, hash).Scan(&row.used, &u.ID, &u.Username, &u.Email,
+	err := s.pool.QueryRow(ctx, s.apiKeySQL, hash).Scan(&row.used, &u.ID, &u.Username, &u.Email,
 		&row.role, &row.kind, &row.issuer, &row.subject, &u.HasPassword, &u.CreatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return User{}, ErrNotFound
@@ -174,6 +174,23 @@ const authenticateAPIKeySQL = `SELECT ` + lastUsedOld + `,
 	u.password_hash IS NOT NULL, u.created_at
 	FROM api_keys k JOIN users u ON u.id = k.user_id
 	WHERE k.key_hash = $1 AND k.revoked_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > now())`
+
+// apiKeyOwnerSQL is authenticateAPIKeySQL as a call of the function api_key_owner
+// (migrations/00018_api_key_owner.sql), which answers the same columns from the same query.
+const apiKeyOwnerSQL = `SELECT * FROM api_key_owner($1)`
+
+// apiKeyStatement returns the API-key lookup for the statement mode pgx runs in. With pgx's
+// default, the lookup is prepared once per connection and runs from its cached plan. In every
+// other mode (behind a transaction-mode pooler above all) it would be parsed and planned on
+// every request; the function's plan is kept by the server connection instead, which doubled
+// the lookups Postgres answers a second behind PgBouncer (docs/pooler.md#figures). Directly,
+// the prepared statement is the cheaper: the function adds a call to a plan already cached.
+func apiKeyStatement(mode pgx.QueryExecMode) string {
+	if mode == pgx.QueryExecModeCacheStatement {
+		return authenticateAPIKeySQL
+	}
+	return apiKeyOwnerSQL
+}
 
 // lockUser takes the user's row FOR UPDATE, before revokeUserKeys: a key create for the user
 // in progress (IssueAPIKey holds the row FOR NO KEY UPDATE) commits first, and revokeUserKeys,

@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"net/url"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -96,8 +98,12 @@ func TestAPIKeys_Revoke(t *testing.T) {
 }
 
 func TestAPIKeys_LastUsed(t *testing.T) {
+	forEachStatementMode(t, testAPIKeysLastUsed)
+}
+
+func testAPIKeysLastUsed(t *testing.T, open opener) {
 	ctx := context.Background()
-	st := mustStore(t)
+	st := open(t, pgtest.MustDatabase(t))
 	alice := mustUser(t, st, "alice", store.RoleMember)
 	k, secret := mustKey(t, st, alice.ID)
 
@@ -134,6 +140,20 @@ func TestAPIKeys_LastUsed(t *testing.T) {
 	if fresh := lastUsed(t); fresh == nil || !fresh.After(*stale) || !fresh.After(first.Add(-time.Second)) {
 		t.Fatalf("last_used_at after a use past the window: got %v, want later than %v", fresh, stale)
 	}
+	// The window is 30 seconds, in either form of the lookup: 20 seconds old is fresh, 40 is
+	// stale (ten seconds either side, for a slow machine).
+	mustExec(t, st, `UPDATE api_keys SET last_used_at = now() - interval '20 seconds' WHERE id = $1`, k.ID)
+	within := lastUsed(t)
+	authenticate(t)
+	if again := lastUsed(t); again == nil || !again.Equal(*within) {
+		t.Fatalf("last_used_at 20 s old after a use: got %v, want %v (unchanged)", again, within)
+	}
+	mustExec(t, st, `UPDATE api_keys SET last_used_at = now() - interval '40 seconds' WHERE id = $1`, k.ID)
+	past := lastUsed(t)
+	authenticate(t)
+	if fresh := lastUsed(t); fresh == nil || !fresh.After(*past) {
+		t.Fatalf("last_used_at 40 s old after a use: got %v, want later than %v", fresh, past)
+	}
 }
 
 // TestAPIKeys_LastUsedWrites counts the writes that authentication makes, over two replicas
@@ -141,9 +161,13 @@ func TestAPIKeys_LastUsed(t *testing.T) {
 // last_used_at is fresh, and exactly one each time it has gone stale, however many requests
 // on either replica find it stale together. A trigger counts every write to the key's row.
 func TestAPIKeys_LastUsedWrites(t *testing.T) {
+	forEachStatementMode(t, testAPIKeysLastUsedWrites)
+}
+
+func testAPIKeysLastUsedWrites(t *testing.T, open opener) {
 	ctx := context.Background()
 	url := pgtest.MustDatabase(t)
-	replicas := []*store.Store{mustOpen(t, url), mustOpen(t, url)}
+	replicas := []*store.Store{open(t, url), open(t, url)}
 	st := replicas[0]
 	alice := mustUser(t, st, "alice", store.RoleMember)
 	k, secret := mustKey(t, st, alice.ID)
@@ -207,11 +231,17 @@ func TestAPIKeys_LastUsedWrites(t *testing.T) {
 }
 
 // TestAPIKeys_AuthenticateReturnsTheUser: the API-key lookup has a statement of its own, the
-// hottest one; the user it returns is field for field the one User returns, for a person
-// with and without a password or an OIDC identity, an admin and the service principal.
+// hottest one (and, where pgx caches no statement, a function: api_key_owner); the user it
+// returns is field for field the one User returns, for a person with and without a password
+// or an OIDC identity, an admin and the service principal; a revoked, an expired and an
+// unknown key, and a deleted person's, find nobody.
 func TestAPIKeys_AuthenticateReturnsTheUser(t *testing.T) {
+	forEachStatementMode(t, testAPIKeysAuthenticateReturnsTheUser)
+}
+
+func testAPIKeysAuthenticateReturnsTheUser(t *testing.T, open opener) {
 	ctx := context.Background()
-	st := mustStore(t)
+	st := open(t, pgtest.MustDatabase(t))
 	plain := mustUser(t, st, "plain", store.RoleMember)
 	withPassword := mustUser(t, st, "withpassword", store.RoleAdmin)
 	if err := st.SetPasswordHash(ctx, withPassword.ID, "$2a$04$notarealhashbutstoredasone", ""); err != nil {
@@ -237,6 +267,72 @@ func TestAPIKeys_AuthenticateReturnsTheUser(t *testing.T) {
 	}
 	if sso.OIDCIssuer == "" || sso.OIDCSubject == "" || plain.OIDCSubject != "" {
 		t.Fatalf("the SSO user has no identity (%q, %q), or the plain one has (%q)", sso.OIDCIssuer, sso.OIDCSubject, plain.OIDCSubject)
+	}
+
+	revoked, revokedSecret := mustKey(t, st, plain.ID)
+	if err := st.RevokeAPIKey(ctx, plain.ID, revoked.ID); err != nil {
+		t.Fatal(err)
+	}
+	expired, expiredSecret := mustKey(t, st, plain.ID)
+	mustExec(t, st, `UPDATE api_keys SET expires_at = now() - interval '1 second' WHERE id = $1`, expired.ID)
+	future, futureSecret := mustKey(t, st, plain.ID)
+	mustExec(t, st, `UPDATE api_keys SET expires_at = now() + interval '1 hour' WHERE id = $1`, future.ID)
+	gone := mustUser(t, st, "gone", store.RoleMember)
+	_, goneSecret := mustKey(t, st, gone.ID)
+	if err := st.DeleteUser(ctx, gone.ID); err != nil {
+		t.Fatal(err)
+	}
+	for name, secret := range map[string]string{"revoked": revokedSecret, "expired": expiredSecret, "deleted person's": goneSecret,
+		"unknown": strings.Repeat("0", 64)} {
+		if u, err := st.AuthenticateAPIKey(ctx, secret); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("%s key: got %+v, %v, want %v", name, u, err, store.ErrNotFound)
+		}
+	}
+	if u, err := st.AuthenticateAPIKey(ctx, futureSecret); err != nil || u.ID != plain.ID {
+		t.Fatalf("a key that expires in an hour: got %+v, %v, want plain", u, err)
+	}
+}
+
+// opener opens a store on the database at url, closed when tb ends.
+type opener func(tb testing.TB, url string) *store.Store
+
+// forEachStatementMode runs test once for each way the store may send its statements: pgx's
+// default (statements prepared and cached: the API-key lookup is authenticateAPIKeySQL),
+// behind a transaction-mode pooler (simple_protocol), and the URL's exec and cache_describe
+// (in these three the lookup calls api_key_owner). Both forms of the lookup must answer alike.
+func forEachStatementMode(t *testing.T, test func(t *testing.T, open opener)) {
+	modes := []struct {
+		name string
+		mode string // default_query_exec_mode in the URL; "" for none
+		opts []store.Option
+	}{
+		{name: "default"},
+		{name: "pooler=transaction", opts: []store.Option{store.WithPooler(store.PoolerTransaction)}},
+		{name: "exec", mode: "exec"},
+		{name: "cache_describe", mode: "cache_describe"},
+	}
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			test(t, func(tb testing.TB, dbURL string) *store.Store {
+				tb.Helper()
+				if m.mode != "" {
+					u, err := url.Parse(dbURL)
+					if err != nil {
+						tb.Fatal(err)
+					}
+					q := u.Query()
+					q.Set("default_query_exec_mode", m.mode)
+					u.RawQuery = q.Encode()
+					dbURL = u.String()
+				}
+				st, err := store.Open(context.Background(), dbURL, m.opts...)
+				if err != nil {
+					tb.Fatalf("open store (%s): %v", m.name, err)
+				}
+				tb.Cleanup(st.Close)
+				return st
+			})
+		})
 	}
 }
 

@@ -36,6 +36,9 @@ var (
 type Store struct {
 	pool *pgxpool.Pool
 	now  func() time.Time
+	// apiKeySQL is AuthenticateAPIKey's statement: authenticateAPIKeySQL where pgx prepares
+	// and caches statements, apiKeyOwnerSQL where it cannot (apiKeyStatement).
+	apiKeySQL string
 }
 
 // Open connects to the database at url. It does not migrate; see Migrate and CheckSchema.
@@ -60,7 +63,7 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
 	}
-	return &Store{pool: pool, now: time.Now}, nil
+	return &Store{pool: pool, now: time.Now, apiKeySQL: apiKeyStatement(cfg.ConnConfig.DefaultQueryExecMode)}, nil
 }
 
 // pingAfterIdle is how long a pooled connection may sit idle before it is pinged when taken.
