@@ -3,6 +3,7 @@
 package ociimage
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -186,12 +187,31 @@ func (c *Containerd) Must(args ...string) string {
 }
 
 func (c *Containerd) run(args ...string) (string, error) {
-	cmd := exec.Command("ctr", append([]string{"--address", c.Address, "--namespace", "k8s.io"}, args...)...)
+	// A ctr that hangs (a container that never exits) fails the test rather than outlasting it.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "ctr", append([]string{"--address", c.Address, "--namespace", "k8s.io"}, args...)...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
 
 func (c *Containerd) stop(dir string) {
+	// A task still running when a test fails outlives containerd with its shim: kill and
+	// delete every task, then every container, while containerd still answers.
+	if tasks, err := c.run("tasks", "ls", "-q"); err == nil {
+		for _, id := range strings.Fields(tasks) {
+			if out, err := c.run("tasks", "delete", "--force", id); err != nil {
+				c.tb.Errorf("ctr tasks delete --force %s: %v\n%s", id, err, out)
+			}
+		}
+	}
+	if containers, err := c.run("containers", "ls", "-q"); err == nil {
+		for _, id := range strings.Fields(containers) {
+			if out, err := c.run("containers", "delete", id); err != nil {
+				c.tb.Errorf("ctr containers delete %s: %v\n%s", id, err, out)
+			}
+		}
+	}
 	if !c.proc.Stop(syscall.SIGTERM, 30*time.Second) {
 		c.tb.Errorf("containerd did not stop on SIGTERM within 30s; killed")
 	}

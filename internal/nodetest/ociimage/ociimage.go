@@ -79,11 +79,12 @@ type Index struct {
 type Image struct {
 	Architecture string      `json:"architecture"`
 	OS           string      `json:"os"`
-	Config       imageConfig `json:"config"`
-	RootFS       rootFS      `json:"rootfs"`
+	Config       ImageConfig `json:"config"`
+	RootFS       RootFS      `json:"rootfs"`
 }
 
-type imageConfig struct {
+// ImageConfig is the part of an image config that says how its container runs.
+type ImageConfig struct {
 	User         string              `json:"User,omitempty"`
 	ExposedPorts map[string]struct{} `json:"ExposedPorts,omitempty"`
 	Env          []string            `json:"Env,omitempty"`
@@ -93,7 +94,8 @@ type imageConfig struct {
 	Labels       map[string]string   `json:"Labels,omitempty"`
 }
 
-type rootFS struct {
+// RootFS lists the diff IDs (uncompressed digests) of an image's layers.
+type RootFS struct {
 	Type    string   `json:"type"`
 	DiffIDs []string `json:"diff_ids"`
 }
@@ -118,8 +120,8 @@ func Write(w io.Writer, ref string, files []File, cfg Config) error {
 	config, err := json.Marshal(Image{
 		Architecture: arch,
 		OS:           "linux",
-		Config:       imageConfigOf(cfg),
-		RootFS:       rootFS{Type: "layers", DiffIDs: []string{layerDesc.Digest}},
+		Config:       imageConfigFrom(cfg),
+		RootFS:       RootFS{Type: "layers", DiffIDs: []string{layerDesc.Digest}},
 	})
 	if err != nil {
 		return err
@@ -176,8 +178,8 @@ func Digest(data []byte) string {
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
-func imageConfigOf(cfg Config) imageConfig {
-	c := imageConfig{
+func imageConfigFrom(cfg Config) ImageConfig {
+	c := ImageConfig{
 		User: cfg.User, Env: cfg.Env, Entrypoint: cfg.Entrypoint, Cmd: cfg.Cmd,
 		WorkingDir: cfg.WorkingDir, Labels: cfg.Labels,
 	}
