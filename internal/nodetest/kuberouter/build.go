@@ -1,0 +1,78 @@
+// Package kuberouter runs kube-router as the NetworkPolicy engine of internal/nodetest's
+// single-node cluster: it builds the program, gives its firewall-only command line, and
+// removes what its network policy controller leaves on the host.
+package kuberouter
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"time"
+)
+
+// Version is the kube-router release internal/nodetest/routerbin/go.mod pins.
+const Version = "v2.1.0"
+
+const (
+	mainPackage    = "github.com/cloudnativelabs/kube-router/v2/cmd/kube-router"
+	versionPackage = "github.com/cloudnativelabs/kube-router/v2/pkg/version"
+)
+
+// Build returns the path of a kube-router built from internal/nodetest/routerbin, building it
+// when the cache has none for this version and Go: under $TERDUT_KUBE_CACHE, else the user's
+// cache directory, in terdut-server-kube/ (the cache internal/kubetest keeps its programs in).
+// A cold build takes about two minutes; once built, the program is reused by every later run
+// on the machine. The program reports Version and its build date to --version.
+func Build() (string, error) {
+	cache := os.Getenv("TERDUT_KUBE_CACHE")
+	if cache == "" {
+		dir, err := os.UserCacheDir()
+		if err != nil {
+			return "", fmt.Errorf("kuberouter: no cache directory (set TERDUT_KUBE_CACHE): %w", err)
+		}
+		cache = filepath.Join(dir, "terdut-server-kube")
+	}
+	bin := filepath.Join(cache, fmt.Sprintf("kube-router-%s-%s-%s-%s", Version, runtime.Version(), runtime.GOOS, runtime.GOARCH))
+	if _, err := os.Stat(bin); err == nil {
+		return bin, nil
+	}
+	moduleDir, err := routerbinDir()
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(cache, 0o755); err != nil {
+		return "", err
+	}
+	// Built beside its final name and renamed, so that a build cut short leaves nothing that
+	// a later run would take for a program; two packages building at once each rename a
+	// whole program.
+	tmp := fmt.Sprintf("%s.%d.tmp", bin, os.Getpid())
+	// kube-router's own release build stamps these two; unstamped, --version prints an empty
+	// version and build date.
+	ldflags := fmt.Sprintf("-X %s.Version=%s -X %s.BuildDate=%s",
+		versionPackage, Version, versionPackage, time.Now().UTC().Format(time.RFC3339))
+	cmd := exec.Command("go", "build", "-o", tmp, "-ldflags", ldflags, mainPackage)
+	cmd.Dir = moduleDir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		_ = os.Remove(tmp)
+		return "", fmt.Errorf("kuberouter: go build in %s: %w\n%s", moduleDir, err, out)
+	}
+	return bin, os.Rename(tmp, bin)
+}
+
+// routerbinDir finds internal/nodetest/routerbin from this source file's place, so that Build
+// works from any package's test directory.
+func routerbinDir() (string, error) {
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		return "", fmt.Errorf("kuberouter: cannot find its own source to locate routerbin")
+	}
+	dir := filepath.Join(filepath.Dir(file), "..", "routerbin")
+	if _, err := os.Stat(filepath.Join(dir, "go.mod")); err != nil {
+		return "", fmt.Errorf("kuberouter: %w", err)
+	}
+	return filepath.Clean(dir), nil
+}

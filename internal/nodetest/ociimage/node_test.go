@@ -1,0 +1,297 @@
+//go:build node
+
+package ociimage
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/terdut-server/terdut-server/internal/proctest"
+)
+
+// snapshotter is the one containerd unpacks and runs images with: overlayfs works here
+// (ext4 under the test's directory); native is the fallback where overlay cannot mount.
+var snapshotter = envOr("TERDUT_SNAPSHOTTER", "overlayfs")
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// helperSource is a probe program: it shows the user, directory, environment and arguments
+// the image config gave it, and that /tmp is writable.
+const helperSource = `package main
+
+import (
+	"fmt"
+	"os"
+)
+
+func main() {
+	wd, _ := os.Getwd()
+	err := os.WriteFile("/tmp/probe", []byte("x"), 0o600)
+	fmt.Printf("uid=%d gid=%d wd=%s env=%s args=%q tmp=%v\n",
+		os.Getuid(), os.Getgid(), wd, os.Getenv("TERDUT_PROBE"), os.Args[1:], err)
+}
+`
+
+// TestContainerdImport imports the pause image and a Binary image into a containerd of the
+// test's own, in namespace k8s.io, and runs both.
+func TestContainerdImport(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("needs root: containerd mounts snapshots and runc makes namespaces")
+	}
+	dir := t.TempDir()
+	start := time.Now()
+	pauseArchive, pauseRef, err := Pause(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("Pause wrote %s in %v", pauseRef, time.Since(start).Round(time.Millisecond))
+	helperArchive, helperRef := mustHelperImage(t, dir)
+
+	ctr := MustContainerd(t, filepath.Join(dir, "containerd"))
+	for _, archive := range []string{pauseArchive, helperArchive} {
+		ctr.Must("images", "import", "--snapshotter", snapshotter, archive)
+	}
+	names := strings.Fields(ctr.Must("images", "ls", "-q"))
+	for _, ref := range []string{pauseRef, helperRef} {
+		if !contains(names, ref) {
+			t.Errorf("ctr images ls -q: %q, want %s among them", names, ref)
+		}
+	}
+	check := ctr.Must("images", "check", "--snapshotter", snapshotter)
+	t.Logf("ctr images check:\n%s", check)
+	for _, ref := range []string{pauseRef, helperRef} {
+		if !lineHas(check, ref, "complete", "true") {
+			t.Errorf("ctr images check: %s not complete and unpacked:\n%s", ref, check)
+		}
+	}
+
+	t.Run("Pause", func(t *testing.T) {
+		out := ctr.Must("run", "--rm", "--snapshotter", snapshotter, "--runc-root", ctr.RuncRoot,
+			pauseRef, fmt.Sprintf("ociimage-pause-%d", os.Getpid()), "/pause", "-v")
+		t.Logf("/pause -v: %s", out)
+		if !strings.HasPrefix(out, "pause.c v3.") {
+			t.Errorf("/pause -v: got %q, want pause.c v3.*", out)
+		}
+	})
+	t.Run("Binary", func(t *testing.T) {
+		out := ctr.Must("run", "--rm", "--snapshotter", snapshotter, "--runc-root", ctr.RuncRoot,
+			helperRef, fmt.Sprintf("ociimage-helper-%d", os.Getpid()))
+		want := fmt.Sprintf("uid=%d gid=%d wd=/tmp env=1 args=[\"hello\"] tmp=<nil>\n", NonrootUID, NonrootUID)
+		if out != want {
+			t.Errorf("helper: got %q, want %q", out, want)
+		}
+	})
+}
+
+// mustHelperImage builds helperSource static and writes it as an image run as nonroot.
+func mustHelperImage(t *testing.T, dir string) (archive, ref string) {
+	t.Helper()
+	src := filepath.Join(dir, "probe.go")
+	if err := os.WriteFile(src, []byte(helperSource), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "probe")
+	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, src)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build probe: %v\n%s", err, out)
+	}
+	ref = "terdut.test/ociimage-probe:1"
+	archive, err := Binary(dir, ref, bin, Config{
+		Cmd: []string{"hello"}, Env: []string{"TERDUT_PROBE=1"}, User: "nonroot", WorkingDir: "/tmp",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return archive, ref
+}
+
+// Containerd is a containerd of one test: its root, state, sockets and runc root under dir.
+type Containerd struct {
+	tb       testing.TB
+	Address  string
+	RuncRoot string
+	proc     *proctest.Proc
+}
+
+// MustContainerd starts containerd with a config of only what importing and running images
+// needs (no CRI, no snapshotters but overlayfs and native), waits until it answers, and
+// registers its stop: containerd by its PID, any shim it left by PID, then every mount left
+// under dir.
+func MustContainerd(tb testing.TB, dir string) *Containerd {
+	tb.Helper()
+	c := &Containerd{tb: tb, Address: filepath.Join(dir, "containerd.sock"), RuncRoot: filepath.Join(dir, "runc")}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		tb.Fatal(err)
+	}
+	config := fmt.Sprintf(`version = 2
+root = %q
+state = %q
+disabled_plugins = [
+  "io.containerd.grpc.v1.cri",
+  "io.containerd.internal.v1.opt",
+  "io.containerd.snapshotter.v1.aufs",
+  "io.containerd.snapshotter.v1.btrfs",
+  "io.containerd.snapshotter.v1.devmapper",
+  "io.containerd.snapshotter.v1.zfs",
+  "io.containerd.tracing.processor.v1.otlp",
+]
+
+[grpc]
+  address = %q
+
+[ttrpc]
+  address = %q
+`, filepath.Join(dir, "root"), filepath.Join(dir, "state"), c.Address, c.Address+".ttrpc")
+	configPath := filepath.Join(dir, "config.toml")
+	if err := os.WriteFile(configPath, []byte(config), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	proc, err := proctest.Start("containerd", "containerd", []string{"--config", configPath},
+		os.Environ(), filepath.Join(dir, "containerd.log"), proctest.Options{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	c.proc = proc
+	tb.Cleanup(func() { c.stop(dir) })
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if _, err := c.run("version"); err == nil {
+			return c
+		} else if proc.Done() || time.Now().After(deadline) {
+			tb.Fatalf("containerd did not answer on %s: %v\n%s", c.Address, err, proc.Log())
+		}
+	}
+}
+
+// Must runs ctr against this containerd in namespace k8s.io and returns its output.
+func (c *Containerd) Must(args ...string) string {
+	c.tb.Helper()
+	out, err := c.run(args...)
+	if err != nil {
+		c.tb.Fatalf("ctr %s: %v\n%s\ncontainerd log:\n%s", strings.Join(args, " "), err, out, c.proc.Log())
+	}
+	return out
+}
+
+func (c *Containerd) run(args ...string) (string, error) {
+	// A ctr that hangs (a container that never exits) fails the test rather than outlasting it.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "ctr", append([]string{"--address", c.Address, "--namespace", "k8s.io"}, args...)...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+func (c *Containerd) stop(dir string) {
+	// A task still running when a test fails outlives containerd with its shim: kill and
+	// delete every task, then every container, while containerd still answers.
+	if tasks, err := c.run("tasks", "ls", "-q"); err == nil {
+		for _, id := range strings.Fields(tasks) {
+			if out, err := c.run("tasks", "delete", "--force", id); err != nil {
+				c.tb.Errorf("ctr tasks delete --force %s: %v\n%s", id, err, out)
+			}
+		}
+	}
+	if containers, err := c.run("containers", "ls", "-q"); err == nil {
+		for _, id := range strings.Fields(containers) {
+			if out, err := c.run("containers", "delete", id); err != nil {
+				c.tb.Errorf("ctr containers delete %s: %v\n%s", id, err, out)
+			}
+		}
+	}
+	if !c.proc.Stop(syscall.SIGTERM, 30*time.Second) {
+		c.tb.Errorf("containerd did not stop on SIGTERM within 30s; killed")
+	}
+	for _, pid := range shimsOf(c.Address) {
+		c.tb.Errorf("containerd left shim %d; killing it", pid)
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	mounts, err := mountsUnder(dir)
+	if err != nil {
+		c.tb.Error(err)
+	}
+	for i := len(mounts) - 1; i >= 0; i-- {
+		if err := syscall.Unmount(mounts[i], syscall.MNT_DETACH); err != nil {
+			c.tb.Errorf("unmount %s: %v", mounts[i], err)
+		}
+	}
+}
+
+// shimsOf returns the PIDs of the shims started by the containerd at address.
+func shimsOf(address string) []int {
+	var pids []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		var pid int
+		if _, err := fmt.Sscan(e.Name(), &pid); err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(cmdline), "\x00")
+		if strings.Contains(args[0], "containerd-shim") && contains(args, address) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// mountsUnder returns the mount points at or below dir, in the order they were mounted.
+func mountsUnder(dir string) ([]string, error) {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	var mounts []string
+	for _, line := range strings.Split(string(data), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) < 5 {
+			continue
+		}
+		// mountinfo escapes space, tab, newline and backslash as octal.
+		point := strings.NewReplacer(`\040`, " ", `\011`, "\t", `\012`, "\n", `\134`, `\`).Replace(fields[4])
+		if point == dir || strings.HasPrefix(point, dir+"/") {
+			mounts = append(mounts, point)
+		}
+	}
+	return mounts, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// lineHas reports whether one line of out holds every word.
+func lineHas(out string, words ...string) bool {
+	for _, line := range strings.Split(out, "\n") {
+		fields := strings.Fields(line)
+		all := true
+		for _, w := range words {
+			all = all && contains(fields, w)
+		}
+		if all {
+			return true
+		}
+	}
+	return false
+}
