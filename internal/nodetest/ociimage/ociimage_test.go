@@ -235,6 +235,7 @@ func TestWrite(t *testing.T) {
 			{"NoTag", "terdut.test/helper", files, "want host/name:tag"},
 			{"NoHost", "helper:1", files, "want host/name:tag"},
 			{"PortNoTag", "localhost:5000/helper", files, "want host/name:tag"},
+			{"BadTag", "terdut.test/helper:.1", files, "tag \".1\""},
 			{"Digest", "terdut.test/helper:1@sha256:00", files, "want host/name:tag"},
 			{"Twice", ref, []File{{Path: "/a", Mode: 0o644}, {Path: "a", Mode: 0o644}}, "comes twice"},
 			{"Escapes", ref, []File{{Path: "/../etc/x", Mode: 0o644}}, "below /"},
