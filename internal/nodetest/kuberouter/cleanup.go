@@ -3,7 +3,9 @@ package kuberouter
 import (
 	"bytes"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 )
@@ -29,18 +31,39 @@ var families = []struct{ save, restore string }{
 // Cleanup removes from the host what kube-router's network policy controller made there, in
 // both address families: the rules in other chains of the filter table that jump to its
 // chains, then its chains, then its ipsets. It leaves every other chain, rule and ipset as it
-// is, and succeeds when there is nothing to remove. It must not run beside a live kube-router,
-// which would make them again.
+// is, and succeeds when there is nothing to remove. It refuses to run while a kube-router
+// runs on the host (it would take away a live one's firewall, which would make it again).
 //
 // kube-router's own --cleanup-config leaves them and then panics; Cleanup removes them by
 // name. It returns the first failing command with its output.
 func Cleanup() error {
+	if pid, path := running(); pid != "" {
+		return fmt.Errorf("kuberouter: a kube-router runs (pid %s, %s): stop it before Cleanup", pid, path)
+	}
 	for _, f := range families {
 		if err := cleanupFilter(f.save, f.restore); err != nil {
 			return err
 		}
 	}
 	return destroySets()
+}
+
+// running returns the process id and path of a kube-router running on the host, or "". It
+// goes by the program's path, not its comm: the kernel cuts comm to 15 bytes, and Build's
+// program is kube-router-<version>-...
+func running() (pid, path string) {
+	cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, c := range cmdlines {
+		b, err := os.ReadFile(c)
+		if err != nil {
+			continue // gone since the glob
+		}
+		argv0, _, _ := strings.Cut(string(b), "\x00")
+		if strings.HasPrefix(filepath.Base(argv0), "kube-router") {
+			return filepath.Base(filepath.Dir(c)), argv0
+		}
+	}
+	return "", ""
 }
 
 // cleanupFilter removes the chains of one family in a single iptables-restore, which applies

@@ -11,7 +11,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
+
+	"github.com/terdut-server/terdut-server/internal/proctest"
 )
 
 // mustHost fails the test unless it may change this host's iptables and ipsets: it runs as
@@ -22,11 +26,8 @@ func mustHost(tb testing.TB) {
 	if os.Geteuid() != 0 {
 		tb.Fatal("kuberouter: the node tests change the host's iptables and ipsets and need root")
 	}
-	comms, _ := filepath.Glob("/proc/[0-9]*/comm")
-	for _, c := range comms {
-		if b, err := os.ReadFile(c); err == nil && strings.TrimSpace(string(b)) == "kube-router" {
-			tb.Fatalf("kuberouter: a kube-router runs (%s): stop it before the node tests", c)
-		}
+	if pid, path := running(); pid != "" {
+		tb.Fatalf("kuberouter: a kube-router runs (pid %s, %s): stop it before the node tests", pid, path)
 	}
 }
 
@@ -200,5 +201,26 @@ func TestArgs(t *testing.T) {
 	}
 	if out, err := version("--no-such-flag"); err == nil {
 		t.Errorf("an unknown flag: got success (%q), want kube-router to refuse it", out)
+	}
+}
+
+// TestCleanup_RefusesBesideKubeRouter runs a program named as Build names kube-router (a copy
+// of sleep) and checks that Cleanup refuses to touch the host while it runs.
+func TestCleanup_RefusesBesideKubeRouter(t *testing.T) {
+	mustHost(t)
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake := filepath.Join(t.TempDir(), "kube-router-"+Version+"-fake")
+	mustRun(t, "cp", sleep, fake)
+	p, err := proctest.Start("fake kube-router", fake, []string{"600"}, nil, fake+".log", proctest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop(syscall.SIGKILL, time.Minute)
+	err = Cleanup()
+	if err == nil || !strings.Contains(err.Error(), fake) {
+		t.Errorf("Cleanup beside %s: got %v, want a refusal naming it", fake, err)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"regexp"
 	"runtime"
 	"strings"
 )
@@ -201,5 +202,12 @@ func refTag(ref string) (string, error) {
 	if strings.Contains(ref, "@") || strings.ContainsAny(ref, " \t\n") {
 		return "", fmt.Errorf("ociimage: reference %q: want host/name:tag without a digest or spaces", ref)
 	}
-	return ref[i+1:], nil
+	tag := ref[i+1:]
+	if !tagPattern.MatchString(tag) {
+		return "", fmt.Errorf("ociimage: reference %q: tag %q: want letters, digits, _ . - (at most 128)", ref, tag)
+	}
+	return tag, nil
 }
+
+// tagPattern is the OCI distribution spec's tag.
+var tagPattern = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$`)
