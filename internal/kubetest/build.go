@@ -6,25 +6,34 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"strings"
 )
 
 // Version is the Kubernetes release internal/kubetest/kubebin/go.mod pins.
 const Version = "v1.37.2"
 
-// Build returns the path of a kube-apiserver built from internal/kubetest/kubebin, building
-// it when the cache has none for this version and Go: under $TERDUT_KUBE_CACHE, else the
-// user's cache directory, in terdut-server-kube/. A cold build takes minutes (about 6 on two
-// busy cores); once built, the program is reused by every later run on the machine.
-func Build() (string, error) {
-	cache := os.Getenv("TERDUT_KUBE_CACHE")
-	if cache == "" {
-		dir, err := os.UserCacheDir()
-		if err != nil {
-			return "", fmt.Errorf("kubetest: no cache directory (set TERDUT_KUBE_CACHE): %w", err)
-		}
-		cache = filepath.Join(dir, "terdut-server-kube")
+// Build returns the path of a kube-apiserver built from internal/kubetest/kubebin (Program).
+func Build() (string, error) { return Program("kube-apiserver") }
+
+// Programs are the programs kubebin pins (its go.mod's tool lines): the control plane and
+// what a node runs (internal/nodetest).
+var Programs = []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy"}
+
+// Program returns the path of the program name (one of Programs, k8s.io/kubernetes/cmd/<name>)
+// built from internal/kubetest/kubebin, building it when the cache has none for this version
+// and Go: under $TERDUT_KUBE_CACHE, else the user's cache directory, in terdut-server-kube/.
+// A cold build takes minutes (the API server about 6 on two busy cores, the kubelet about 7,
+// all five 25-30); once built, a program is reused by every later run on the machine.
+func Program(name string) (string, error) {
+	if !slices.Contains(Programs, name) {
+		return "", fmt.Errorf("kubetest: %q is not one of the programs kubebin pins %v", name, Programs)
 	}
-	bin := filepath.Join(cache, fmt.Sprintf("kube-apiserver-%s-%s-%s-%s", Version, runtime.Version(), runtime.GOOS, runtime.GOARCH))
+	dir, err := CacheDir()
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, fmt.Sprintf("%s-%s-%s-%s-%s", name, Version, runtime.Version(), runtime.GOOS, runtime.GOARCH))
 	if _, err := os.Stat(bin); err == nil {
 		return bin, nil
 	}
@@ -32,14 +41,23 @@ func Build() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := os.MkdirAll(cache, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
 	// Built beside its final name and renamed, so that a build cut short leaves nothing that
 	// a later run would take for a program; two packages building at once each rename a
-	// whole program.
+	// whole program. Plain go build stamps v0.0.0-master+$Format:%H$: the version is set as
+	// Kubernetes' own build sets it, so that the node reports its kubelet's release.
 	tmp := fmt.Sprintf("%s.%d.tmp", bin, os.Getpid())
-	cmd := exec.Command("go", "build", "-o", tmp, "k8s.io/kubernetes/cmd/kube-apiserver")
+	major, minor, _ := strings.Cut(strings.TrimPrefix(Version, "v"), ".")
+	minor, _, _ = strings.Cut(minor, ".")
+	ldflags := strings.Join([]string{
+		"-X k8s.io/component-base/version.gitVersion=" + Version,
+		"-X k8s.io/component-base/version.gitMajor=" + major,
+		"-X k8s.io/component-base/version.gitMinor=" + minor,
+		"-X k8s.io/client-go/pkg/version.gitVersion=" + Version,
+	}, " ")
+	cmd := exec.Command("go", "build", "-ldflags", ldflags, "-o", tmp, "k8s.io/kubernetes/cmd/"+name)
 	cmd.Dir = moduleDir
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -47,6 +65,19 @@ func Build() (string, error) {
 		return "", fmt.Errorf("kubetest: go build in %s: %w\n%s", moduleDir, err, out)
 	}
 	return bin, os.Rename(tmp, bin)
+}
+
+// CacheDir is where built programs are kept: $TERDUT_KUBE_CACHE, else terdut-server-kube in
+// the user's cache directory.
+func CacheDir() (string, error) {
+	if dir := os.Getenv("TERDUT_KUBE_CACHE"); dir != "" {
+		return dir, nil
+	}
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("kubetest: no cache directory (set TERDUT_KUBE_CACHE): %w", err)
+	}
+	return filepath.Join(dir, "terdut-server-kube"), nil
 }
 
 // kubebinDir finds internal/kubetest/kubebin from this source file's place, so that Build

@@ -12,6 +12,7 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -44,6 +45,11 @@ type Options struct {
 	SigningKey *SigningKey
 	// Accepted are public keys accepted beside the signing key's (a rotation in progress).
 	Accepted []SigningKey
+	// Address is where the API server listens and what it advertises; empty: 127.0.0.1.
+	// A node's pods cannot reach the host's loopback: internal/nodetest gives its bridge's
+	// address, and the API server then keeps the default Service kubernetes's endpoint
+	// (the lease reconciler), as in a cluster.
+	Address string
 }
 
 // APIServer is a running kube-apiserver and its etcd. Its methods fail the test on an error.
@@ -61,6 +67,7 @@ type APIServer struct {
 	etcdURL string
 	proc    *proctest.Proc
 	opts    Options
+	address string // where it listens: Options.Address or 127.0.0.1
 	admin   string // a static token of system:masters
 	client  *http.Client
 }
@@ -82,19 +89,25 @@ func Start(tb testing.TB, opts Options) *APIServer {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	a := &APIServer{Dir: dir, tb: tb, bin: bin, admin: rand.Text()}
+	a := &APIServer{Dir: dir, tb: tb, bin: bin, admin: rand.Text(), address: opts.Address}
+	if a.address == "" {
+		a.address = "127.0.0.1"
+	}
 	tb.Cleanup(a.stop)
 	ports, err := proctest.FreePorts(3)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	a.Port = ports[2]
-	a.URL = "https://127.0.0.1:" + strconv.Itoa(a.Port)
+	a.URL = "https://" + net.JoinHostPort(a.address, strconv.Itoa(a.Port))
 	a.LocalhostURL = "https://localhost:" + strconv.Itoa(a.Port)
 	if a.CA, err = NewCA(dir, "ca"); err != nil {
 		tb.Fatal(err)
 	}
-	if _, _, _, err = a.CA.Issue(dir, "apiserver", "localhost", "127.0.0.1", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"); err != nil {
+	// The first address of the Service range (10.96.0.1) is the Service kubernetes's: pods
+	// reach the API server there.
+	if _, _, _, err = a.CA.Issue(dir, "apiserver", "localhost", "127.0.0.1", a.address, "10.96.0.1", "kubernetes", "kubernetes.default",
+		"kubernetes.default.svc", "kubernetes.default.svc.cluster.local"); err != nil {
 		tb.Fatal(err)
 	}
 	if a.Key, err = NewSigningKey(dir, "sa-0"); err != nil {
@@ -154,9 +167,8 @@ func (a *APIServer) start(opts Options) {
 	a.opts = opts
 	args := []string{
 		"--etcd-servers=" + a.etcdURL,
-		"--bind-address=127.0.0.1", "--secure-port=" + strconv.Itoa(a.Port),
-		// A loopback advertise address is refused unless no endpoint reconciler runs.
-		"--advertise-address=127.0.0.1", "--endpoint-reconciler-type=none",
+		"--bind-address=" + a.address, "--secure-port=" + strconv.Itoa(a.Port),
+		"--advertise-address=" + a.address,
 		"--tls-cert-file=" + filepath.Join(a.Dir, "apiserver.crt"),
 		"--tls-private-key-file=" + filepath.Join(a.Dir, "apiserver.key"),
 		"--cert-dir=" + filepath.Join(a.Dir, "certs"),
@@ -167,6 +179,10 @@ func (a *APIServer) start(opts Options) {
 		"--service-account-key-file=" + opts.SigningKey.PublicFile,
 		"--enable-priority-and-fairness=false",
 		"--profiling=false",
+	}
+	if ip := net.ParseIP(a.address); ip != nil && ip.IsLoopback() {
+		// A loopback advertise address is refused unless no endpoint reconciler runs.
+		args = append(args, "--endpoint-reconciler-type=none")
 	}
 	for _, iss := range opts.Issuers {
 		args = append(args, "--service-account-issuer="+iss)
