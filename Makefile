@@ -47,6 +47,7 @@ lint:
 	$(GO) vet -tags image ./e2e/image/
 	$(GO) vet -tags kube ./...
 	$(GO) vet -tags chart ./internal/helmtest/
+	$(GO) vet -tags node ./internal/helmtest/ ./internal/nodetest/...
 	$(GO) tool staticcheck ./...
 	cd interop && $(GO) vet ./...
 
@@ -148,6 +149,22 @@ kube:
 chart:
 	scripts/ensure-kube.sh
 	$(GO) test -race -count=1 -tags chart -timeout 45m ./internal/helmtest/
+
+# node installs the chart on a real single-node cluster (internal/nodetest, behind the build tag
+# "node"): the control plane, the kubelet and kube-proxy built from k8s.io/kubernetes,
+# Debian's containerd, runc and CNI bridge, kube-router's policy firewall, and the server's own
+# image (built here and imported, no registry): the claim and the reset from a pod playing
+# terdut-operator with its projected token, the NetworkPolicies, a rolling upgrade, the
+# kubelet's token rotation. Root only; about 12 minutes warm, most of it waiting for the
+# kubelet to rotate the token. The first run builds the node's programs (25-30 minutes).
+NODE_IMAGE ?= terdut-server:node
+NODE_ARCHIVE ?= $(or $(TMPDIR),/tmp)/terdut-server-node-image.tar
+.PHONY: node
+node:
+	scripts/ensure-node.sh
+	scripts/node-image.sh $(NODE_IMAGE) $(NODE_ARCHIVE)
+	TERDUT_NODE_SERVER_IMAGE=$(NODE_ARCHIVE) TERDUT_NODE_SERVER_REF=$(NODE_IMAGE) \
+		$(GO) test -race -count=1 -tags node -p 1 -timeout 40m ./internal/nodetest/... ./internal/helmtest/
 
 # bench measures the gate's cost, API-key requests against pgbench and sign-ins during a
 # contested claim, each as a ratio to a baseline taken in the same run, on a throwaway

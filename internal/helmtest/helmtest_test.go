@@ -7,41 +7,13 @@ import (
 	"errors"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"go.yaml.in/yaml/v3"
 )
-
-var (
-	buildOnce sync.Once
-	built     Tools
-	buildErr  error
-)
-
-// tools builds the programs once for the package's tests (minutes on a cold cache).
-func tools(t *testing.T) Tools {
-	t.Helper()
-	buildOnce.Do(func() { built, buildErr = Build() })
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return built
-}
-
-// chartDir is the chart's directory.
-func chartDir(t *testing.T) string {
-	t.Helper()
-	dir, err := ChartDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dir
-}
 
 // presets are the names of the chart's ci/<name>-values.yaml files.
 func presets(t *testing.T) []string {
@@ -55,25 +27,6 @@ func presets(t *testing.T) []string {
 		names = append(names, strings.TrimSuffix(filepath.Base(f), "-values.yaml"))
 	}
 	return names
-}
-
-// presetFile is the values file of a preset.
-func presetFile(t *testing.T, preset string) string {
-	return filepath.Join(chartDir(t), "ci", preset+"-values.yaml")
-}
-
-// helm runs helm with its own home directories (nothing of the user's is read or written)
-// and returns what it printed to stdout and to stderr.
-func helm(t *testing.T, args ...string) (stdout, stderr string, err error) {
-	t.Helper()
-	home := t.TempDir()
-	cmd := exec.Command(tools(t).Helm, args...)
-	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+filepath.Join(home, "cache"),
-		"HELM_CONFIG_HOME="+filepath.Join(home, "config"), "HELM_DATA_HOME="+filepath.Join(home, "data"))
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err = cmd.Run()
-	return out.String(), errOut.String(), err
 }
 
 // render is `helm template` of the chart as the release terdut-server in ns with the values

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"time"
+
+	"github.com/terdut-server/terdut-server/internal/kubetest"
 )
 
 // Version is the kube-router release internal/nodetest/routerbin/go.mod pins.
@@ -26,13 +28,9 @@ const (
 // A cold build takes about two minutes; once built, the program is reused by every later run
 // on the machine. The program reports Version and its build date to --version.
 func Build() (string, error) {
-	cache := os.Getenv("TERDUT_KUBE_CACHE")
-	if cache == "" {
-		dir, err := os.UserCacheDir()
-		if err != nil {
-			return "", fmt.Errorf("kuberouter: no cache directory (set TERDUT_KUBE_CACHE): %w", err)
-		}
-		cache = filepath.Join(dir, "terdut-server-kube")
+	cache, err := kubetest.CacheDir()
+	if err != nil {
+		return "", err
 	}
 	bin := filepath.Join(cache, fmt.Sprintf("kube-router-%s-%s-%s-%s", Version, runtime.Version(), runtime.GOOS, runtime.GOARCH))
 	if _, err := os.Stat(bin); err == nil {
