@@ -25,6 +25,24 @@ func GatewayCRDs() ([]string, error) {
 	return files, nil
 }
 
+// ZalandoModule is Zalando's postgres-operator at the release whose CRD of the postgresql
+// resource (manifests/postgresql.crd.yaml) docs/install.md's example is checked against. It is
+// downloaded as a module, not required by helmbin: nothing of it is built.
+const ZalandoModule = "github.com/zalando/postgres-operator@v1.15.1"
+
+// ZalandoCRD returns the file of postgres-operator's postgresql CRD, from the module cache.
+func ZalandoCRD() (string, error) {
+	dir, err := moduleSource(ZalandoModule)
+	if err != nil {
+		return "", err
+	}
+	f := filepath.Join(dir, "manifests", "postgresql.crd.yaml")
+	if _, err := os.Stat(f); err != nil {
+		return "", fmt.Errorf("helmtest: %w", err)
+	}
+	return f, nil
+}
+
 // MonitoringPackage is the Prometheus Operator's API of ServiceMonitor and PrometheusRule.
 const MonitoringPackage = "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 

@@ -7,10 +7,13 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 
 	"github.com/terdut-server/terdut-server/internal/kubetest"
 )
@@ -32,8 +35,12 @@ func startCluster(t *testing.T) *kubetest.APIServer {
 	if err != nil {
 		t.Fatal(err)
 	}
+	zalando, err := ZalandoCRD()
+	if err != nil {
+		t.Fatal(err)
+	}
 	var names []string
-	for _, f := range append(files, monitoring...) {
+	for _, f := range append(append(files, monitoring...), zalando) {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
@@ -97,6 +104,56 @@ func TestKubeChart(t *testing.T) {
 					t.Errorf("got %d objects applied (%v), want every one of the %d rendered", len(got), got, len(want))
 				}
 			})
+		}
+	})
+
+	// docs/install.md's postgresql resource, as Zalando's postgres-operator defines it: every
+	// field known to its CRD, and the names the zalando preset reads (the credentials Secret
+	// of its user, the pooler's Service) the ones the operator makes from it.
+	t.Run("ZalandoExample", func(t *testing.T) {
+		doc := zalandoExample(t)
+		if _, err := a.Apply([]byte("apiVersion: v1\nkind: Namespace\nmetadata: {name: terdut}\n")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.Apply([]byte(doc)); err != nil {
+			t.Fatalf("docs/install.md's postgresql resource refused: %v", err)
+		}
+		var pg struct {
+			Metadata struct{ Name string } `yaml:"metadata"`
+			Spec     struct {
+				Users                  map[string][]string   `yaml:"users"`
+				EnableConnectionPooler bool                  `yaml:"enableConnectionPooler"`
+				ConnectionPooler       struct{ Mode string } `yaml:"connectionPooler"`
+			} `yaml:"spec"`
+		}
+		if err := yaml.Unmarshal([]byte(doc), &pg); err != nil {
+			t.Fatal(err)
+		}
+		var values struct {
+			Database struct {
+				Pooler  string `yaml:"pooler"`
+				Zalando struct {
+					SecretName string `yaml:"secretName"`
+					Host       string `yaml:"host"`
+				} `yaml:"zalando"`
+			} `yaml:"database"`
+		}
+		b, err := os.ReadFile(presetFile(t, "zalando"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := yaml.Unmarshal(b, &values); err != nil {
+			t.Fatal(err)
+		}
+		z := values.Database.Zalando
+		if _, ok := pg.Spec.Users["terdut"]; !ok || z.SecretName != "terdut."+pg.Metadata.Name+".credentials.postgresql.acid.zalan.do" {
+			t.Errorf("the zalando preset reads the Secret %q; the example's cluster %q with users %v makes <user>.%s.credentials.postgresql.acid.zalan.do",
+				z.SecretName, pg.Metadata.Name, pg.Spec.Users, pg.Metadata.Name)
+		}
+		if !pg.Spec.EnableConnectionPooler || pg.Spec.ConnectionPooler.Mode != "transaction" ||
+			z.Host != pg.Metadata.Name+"-pooler" || values.Database.Pooler != "transaction" {
+			t.Errorf("the example's pooler (enabled %v, mode %q) and the preset's host %q, pooler %q: want the transaction-mode pooler's Service %s-pooler with pooler: transaction",
+				pg.Spec.EnableConnectionPooler, pg.Spec.ConnectionPooler.Mode, z.Host, values.Database.Pooler, pg.Metadata.Name)
 		}
 	})
 
@@ -190,4 +247,21 @@ func TestKubeChart(t *testing.T) {
 			t.Errorf("after uninstall: the Deployment is still there")
 		}
 	})
+}
+
+// zalandoExample is the first yaml block of docs/install.md that holds a postgresql resource.
+func zalandoExample(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(chartDir(t), "..", "..", "..", "docs", "install.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, block := range strings.Split(string(b), "```yaml\n")[1:] {
+		block, _, _ = strings.Cut(block, "```")
+		if strings.Contains(block, "apiVersion: acid.zalan.do/v1") && strings.Contains(block, "kind: postgresql") {
+			return block
+		}
+	}
+	t.Fatal("docs/install.md has no yaml block with a postgresql resource")
+	return ""
 }
