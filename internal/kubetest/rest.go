@@ -97,8 +97,9 @@ type Meta struct {
 	} `json:"metadata"`
 }
 
-// CreateNamespace makes namespace ns (and its service account "default", which no
-// controller makes here). An existing one is kept.
+// CreateNamespace makes namespace ns; an existing one is kept. No controller runs beside this
+// API server, so nothing makes the namespace's service account "default": create the accounts
+// a test needs (internal/nodetest's controller manager does make it).
 func (a *APIServer) CreateNamespace(ns string) {
 	a.tb.Helper()
 	a.MustDo(http.MethodPost, "/api/v1/namespaces", object("v1", "Namespace", "", ns, nil), nil, http.StatusCreated, http.StatusConflict)
