@@ -29,26 +29,12 @@ func Program(name string) (string, error) {
 	if !slices.Contains(Programs, name) {
 		return "", fmt.Errorf("kubetest: %q is not one of the programs kubebin pins %v", name, Programs)
 	}
-	dir, err := CacheDir()
-	if err != nil {
-		return "", err
-	}
-	bin := filepath.Join(dir, fmt.Sprintf("%s-%s-%s-%s-%s", name, Version, runtime.Version(), runtime.GOOS, runtime.GOARCH))
-	if _, err := os.Stat(bin); err == nil {
-		return bin, nil
-	}
 	moduleDir, err := kubebinDir()
 	if err != nil {
 		return "", err
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", err
-	}
-	// Built beside its final name and renamed, so that a build cut short leaves nothing that
-	// a later run would take for a program; two packages building at once each rename a
-	// whole program. Plain go build stamps v0.0.0-master+$Format:%H$: the version is set as
-	// Kubernetes' own build sets it, so that the node reports its kubelet's release.
-	tmp := fmt.Sprintf("%s.%d.tmp", bin, os.Getpid())
+	// Plain go build stamps v0.0.0-master+$Format:%H$: the version is set as Kubernetes' own
+	// build sets it, so that the node reports its kubelet's release.
 	major, minor, _ := strings.Cut(strings.TrimPrefix(Version, "v"), ".")
 	minor, _, _ = strings.Cut(minor, ".")
 	ldflags := strings.Join([]string{
@@ -57,12 +43,33 @@ func Program(name string) (string, error) {
 		"-X k8s.io/component-base/version.gitMinor=" + minor,
 		"-X k8s.io/client-go/pkg/version.gitVersion=" + Version,
 	}, " ")
-	cmd := exec.Command("go", "build", "-ldflags", ldflags, "-o", tmp, "k8s.io/kubernetes/cmd/"+name)
+	return CachedBuild(fmt.Sprintf("%s-%s-%s-%s-%s", name, Version, runtime.Version(), runtime.GOOS, runtime.GOARCH),
+		moduleDir, "k8s.io/kubernetes/cmd/"+name, ldflags)
+}
+
+// CachedBuild returns the path of the program file in CacheDir, building it first when it is
+// not there: go build -ldflags ldflags pkg, in the module at moduleDir. The program is built
+// beside its final name and renamed, so that a build cut short leaves nothing that a later run
+// would take for a program, and two packages building at once each rename a whole program.
+func CachedBuild(file, moduleDir, pkg, ldflags string) (string, error) {
+	dir, err := CacheDir()
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, file)
+	if _, err := os.Stat(bin); err == nil {
+		return bin, nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	tmp := fmt.Sprintf("%s.%d.tmp", bin, os.Getpid())
+	cmd := exec.Command("go", "build", "-ldflags", ldflags, "-o", tmp, pkg)
 	cmd.Dir = moduleDir
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		_ = os.Remove(tmp)
-		return "", fmt.Errorf("kubetest: go build in %s: %w\n%s", moduleDir, err, out)
+		return "", fmt.Errorf("go build %s in %s: %w\n%s", pkg, moduleDir, err, out)
 	}
 	return bin, os.Rename(tmp, bin)
 }

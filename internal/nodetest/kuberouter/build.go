@@ -6,7 +6,6 @@ package kuberouter
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"time"
@@ -28,37 +27,16 @@ const (
 // A cold build takes about two minutes; once built, the program is reused by every later run
 // on the machine. The program reports Version and its build date to --version.
 func Build() (string, error) {
-	cache, err := kubetest.CacheDir()
-	if err != nil {
-		return "", err
-	}
-	bin := filepath.Join(cache, fmt.Sprintf("kube-router-%s-%s-%s-%s", Version, runtime.Version(), runtime.GOOS, runtime.GOARCH))
-	if _, err := os.Stat(bin); err == nil {
-		return bin, nil
-	}
 	moduleDir, err := routerbinDir()
 	if err != nil {
 		return "", err
 	}
-	if err := os.MkdirAll(cache, 0o755); err != nil {
-		return "", err
-	}
-	// Built beside its final name and renamed, so that a build cut short leaves nothing that
-	// a later run would take for a program; two packages building at once each rename a
-	// whole program.
-	tmp := fmt.Sprintf("%s.%d.tmp", bin, os.Getpid())
 	// kube-router's own release build stamps these two; unstamped, --version prints an empty
 	// version and build date.
 	ldflags := fmt.Sprintf("-X %s.Version=%s -X %s.BuildDate=%s",
 		versionPackage, Version, versionPackage, time.Now().UTC().Format(time.RFC3339))
-	cmd := exec.Command("go", "build", "-o", tmp, "-ldflags", ldflags, mainPackage)
-	cmd.Dir = moduleDir
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		_ = os.Remove(tmp)
-		return "", fmt.Errorf("kuberouter: go build in %s: %w\n%s", moduleDir, err, out)
-	}
-	return bin, os.Rename(tmp, bin)
+	return kubetest.CachedBuild(fmt.Sprintf("kube-router-%s-%s-%s-%s", Version, runtime.Version(), runtime.GOOS, runtime.GOARCH),
+		moduleDir, mainPackage, ldflags)
 }
 
 // routerbinDir finds internal/nodetest/routerbin from this source file's place, so that Build
