@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // TestAPIKeyRow_HashAndClear: the pooled row hashes a secret as hashToken does, at every
@@ -18,6 +20,22 @@ func TestAPIKeyRow_HashAndClear(t *testing.T) {
 		row.clear()
 		if *row != (apiKeyRow{}) {
 			t.Fatalf("a cleared row kept %+v", *row)
+		}
+	}
+}
+
+// TestAPIKeyStatement: the lookup is the prepared statement only where pgx caches statements;
+// in every other mode, the function, whose plan the server connection keeps.
+func TestAPIKeyStatement(t *testing.T) {
+	for mode, want := range map[pgx.QueryExecMode]string{
+		pgx.QueryExecModeCacheStatement: authenticateAPIKeySQL,
+		pgx.QueryExecModeCacheDescribe:  apiKeyOwnerSQL,
+		pgx.QueryExecModeDescribeExec:   apiKeyOwnerSQL,
+		pgx.QueryExecModeExec:           apiKeyOwnerSQL,
+		pgx.QueryExecModeSimpleProtocol: apiKeyOwnerSQL,
+	} {
+		if got := apiKeyStatement(mode); got != want {
+			t.Errorf("mode %v: got %q, want %q", mode, got, want)
 		}
 	}
 }

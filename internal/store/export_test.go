@@ -31,3 +31,9 @@ var EventsQuery = eventsQuery
 
 // UsersAfterQuery is UsersAfter's statement ($1 after, $2 limit).
 const UsersAfterQuery = usersAfterQuery
+
+// The two forms of the API-key lookup (apikeys.go), which must answer alike.
+const (
+	AuthenticateAPIKeySQL = authenticateAPIKeySQL
+	APIKeyOwnerSQL        = apiKeyOwnerSQL
+)
