@@ -178,3 +178,26 @@ func TestChart_DeployKubernetesIsRendered(t *testing.T) {
 		}
 	}
 }
+
+// TestChart_ShutdownDelay: a replica being replaced sleeps shutdownDelaySeconds in preStop
+// (a sleep hook, Kubernetes 1.30 and later) and its grace period covers the sleep and the
+// server's drain; on an older cluster, which would refuse the hook, none is rendered; 0 turns
+// it off.
+func TestChart_ShutdownDelay(t *testing.T) {
+	for _, c := range []struct {
+		kube, delay string
+		hook        bool
+		grace       string
+	}{
+		{"1.30.0", "5", true, "35"}, {"1.34.2", "12", true, "42"}, {"1.29.9", "5", false, "35"}, {"1.34.2", "0", false, "30"},
+	} {
+		out := string(render(t, "terdut", "-f", presetFile(t, "token"), "--kube-version", c.kube, "--set", "shutdownDelaySeconds="+c.delay))
+		hook := strings.Contains(out, "preStop:\n              sleep:\n                seconds: "+c.delay+"\n")
+		if hook != c.hook || strings.Contains(out, "preStop") != c.hook {
+			t.Errorf("Kubernetes %s, shutdownDelaySeconds %s: preStop sleep rendered %v, want %v", c.kube, c.delay, hook, c.hook)
+		}
+		if !strings.Contains(out, "terminationGracePeriodSeconds: "+c.grace+"\n") {
+			t.Errorf("Kubernetes %s, shutdownDelaySeconds %s: want terminationGracePeriodSeconds %s", c.kube, c.delay, c.grace)
+		}
+	}
+}
