@@ -10,7 +10,8 @@
 # Does nothing when every program is there. Otherwise, as root on Debian, installs the missing
 # packages with apt-get (no recommended packages) and starts no service (apt-install.sh
 # --no-start); on a systemd host, containerd's unit, which the package enables, is disabled and
-# stopped: the suite runs its own containerd, with its own socket and state. Fails with a
+# stopped (only when this run installed it): the suite runs its own containerd, with its own
+# socket and state. Fails with a
 # non-zero exit, saying what to install, when something is missing and cannot be installed.
 set -euo pipefail
 
@@ -33,7 +34,9 @@ done
 mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
 "$here/apt-install.sh" --no-start "${missing[@]}"
 state=$(systemctl is-system-running 2>/dev/null || true)
-if [[ -n $state && $state != offline ]] && systemctl cat containerd.service >/dev/null 2>&1; then
+# Only when this run installed containerd: a containerd already there (a Docker engine's) is left alone.
+if [[ " ${missing[*]} " == *" containerd "* && -n $state && $state != offline ]] &&
+  systemctl cat containerd.service >/dev/null 2>&1; then
   systemctl disable --now containerd.service >/dev/null 2>&1 ||
     echo "ensure-node: could not disable and stop containerd.service; check: systemctl status containerd.service" >&2
 fi

@@ -15,12 +15,11 @@ die() { echo "node-image: $*" >&2; exit 1; }
 [[ $# -eq 2 ]] || die "usage: scripts/node-image.sh IMAGE ARCHIVE"
 image=$1 archive=$2
 
-started=
 if ! "$here/docker-engine.sh" status >/dev/null 2>&1; then
-  started=1
   trap '"$here/docker-engine.sh" stop >/dev/null 2>&1 || echo "node-image: could not stop the Docker engine" >&2' EXIT
 fi
-eval "$("$here/docker-engine.sh" start)"
+env=$("$here/docker-engine.sh" start) || die "no Docker engine: scripts/docker-engine.sh start failed (above)"
+eval "$env"
 "$here/server-image.sh" "$image"
 docker save -o "$archive" "$image"
 echo "node-image: $image saved to $archive" >&2

@@ -114,6 +114,11 @@ type reconciled struct {
 	Error      string
 }
 
+// String shows what was done, never the key.
+func (r reconciled) String() string {
+	return fmt.Sprintf("action %q, generation %d, a key: %v", r.Action, r.Generation, r.Key != "")
+}
+
 // reconcile runs client.Reconcile in the agent with the key held (empty: none).
 func (a *agent) reconcile(t *testing.T, held string) reconciled {
 	t.Helper()
@@ -233,9 +238,15 @@ type gateSeen struct {
 func watchGate(t *testing.T, a *agent, key string) func() gateSeen {
 	t.Helper()
 	stop := make(chan struct{})
+	var once sync.Once
 	var wg sync.WaitGroup
 	var seen gateSeen
 	counts := map[string]int{}
+	halt := func() {
+		once.Do(func() { close(stop) })
+		wg.Wait()
+	}
+	t.Cleanup(halt) // a test that fails before it reads what was seen still stops asking
 	wg.Go(func() {
 		for {
 			select {
@@ -266,8 +277,7 @@ func watchGate(t *testing.T, a *agent, key string) func() gateSeen {
 		}
 	})
 	return func() gateSeen {
-		close(stop)
-		wg.Wait()
+		halt()
 		for k, n := range counts {
 			seen.bad = append(seen.bad, fmt.Sprintf("%dx %s", n, k))
 		}

@@ -104,7 +104,7 @@ stringData: {url: %q}
 	// The install starts pending; the operator claims it through the Service.
 	claim := operator.reconcile(t, "")
 	if claim.Action != "claimed" || claim.Generation != 1 || claim.Key == "" {
-		t.Fatalf("the operator's first reconcile: got %+v, want claimed, generation 1, a key", claim)
+		t.Fatalf("the operator's first reconcile: got %v, want claimed, generation 1, a key", claim)
 	}
 	if status, body := people.get(t, peopleURL+"/api/me", claim.Key); status != http.StatusOK || !strings.Contains(body, `"kind":"service"`) {
 		t.Fatalf("GET /api/me with the claim's key from the people's side: got %d %s, want 200 and the bootstrap principal", status, body)
@@ -126,12 +126,17 @@ stringData: {url: %q}
 	for _, r := range reach {
 		r.from.waitDial(t, svc+":"+r.port, r.want)
 	}
+	// And nothing past the node: a pod has no route off its bridge (an address of the
+	// documentation range, which no packet is sent to).
+	if people.dials(t, "203.0.113.1:80") {
+		t.Fatal("a pod reached an address off the node")
+	}
 
 	// The reset: the operator holds no key, so it resets the claim and claims again; the
 	// first key stops working, no person's data is touched.
 	reset := operator.reconcile(t, "")
 	if reset.Action != "reset_and_claimed" || reset.Generation != 2 || reset.Key == "" || reset.Key == claim.Key {
-		t.Fatalf("the operator's reconcile with no key: got %+v, want reset_and_claimed, generation 2, a new key", reset)
+		t.Fatalf("the operator's reconcile with no key: got %v, want reset_and_claimed, generation 2, a new key", reset)
 	}
 	if status, _ := people.get(t, peopleURL+"/api/me", claim.Key); status != http.StatusUnauthorized {
 		t.Fatalf("the first key after the reset: got %d, want 401", status)
@@ -165,7 +170,7 @@ stringData: {url: %q}
 	rotated := operator.waitRotation(t, tokenBefore)
 	again := operator.reconcile(t, "")
 	if again.Action != "reset_and_claimed" || again.Generation != 3 {
-		t.Fatalf("the operator's reconcile with the rotated token (iat %d, was %d): got %+v, want reset_and_claimed, generation 3",
+		t.Fatalf("the operator's reconcile with the rotated token (iat %d, was %d): got %v, want reset_and_claimed, generation 3",
 			rotated.Iat, tokenBefore.Iat, again)
 	}
 }

@@ -36,11 +36,10 @@ var sysctls = []string{
 
 // host is the record of what the node changed on the host.
 type host struct {
-	bridge     string
-	netnsAtUp  []string          // /var/run/netns before the runtime started
-	sysctlsAt  map[string]string // each of sysctls as it was ("" for one the kernel lacks)
-	forwardArg []string          // the FORWARD rule the node added, as iptables -D takes it
-	cgroupsAt  map[string]bool   // the directories directly under each cgroup hierarchy before
+	bridge    string
+	netnsAtUp []string          // /var/run/netns before the runtime started
+	sysctlsAt map[string]string // each of sysctls as it was ("" for one the kernel lacks)
+	cgroupsAt map[string]bool   // the directories directly under each cgroup hierarchy before
 	// kubeletChainsAt are the kubelet's chains (kubeletChains) there before, as
 	// family/table/chain: those are left alone.
 	kubeletChainsAt map[string]bool
@@ -58,20 +57,48 @@ func newHost(bridge string) (*host, error) {
 	if _, err := os.Stat("/sys/class/net/" + bridge); err == nil {
 		return nil, fmt.Errorf("nodetest: the interface %s exists already: another node is running, or one was not cleaned up (ip link del %s)", bridge, bridge)
 	}
+	if b, err := os.ReadFile(stateFile); err == nil {
+		return nil, fmt.Errorf("nodetest: a node before this one did not finish (killed before its cleanup?) and left %s, "+
+			"the host's settings as they were before it:\n%s\nwrite each back to /proc/sys/<key>, remove what it left (the bridge %s, "+
+			"cni-* network namespaces, kubepods cgroups, KUBE-* iptables chains, its processes), then remove the file",
+			stateFile, b, bridge)
+	}
 	h := &host{bridge: bridge, sysctlsAt: map[string]string{}, cgroupsAt: map[string]bool{}}
+	var record strings.Builder
 	for _, k := range sysctls {
 		b, err := os.ReadFile("/proc/sys/" + k)
 		if err == nil {
 			h.sysctlsAt[k] = strings.TrimSpace(string(b))
+			fmt.Fprintf(&record, "%s=%s\n", k, h.sysctlsAt[k])
 		}
 	}
 	h.netnsAtUp, _ = namespaces()
 	h.kubeletChainsAt = kubeletChainsNow()
 	for _, d := range cgroupDirs() {
 		h.cgroupsAt[d] = true
+		if strings.HasPrefix(filepath.Base(d), "kubepods") {
+			return nil, fmt.Errorf("nodetest: the cgroup %s exists: a kubelet runs on this machine, or a node was not cleaned up", d)
+		}
 	}
+	for _, ns := range h.netnsAtUp {
+		if strings.HasPrefix(ns, "cni-") {
+			return nil, fmt.Errorf("nodetest: the network namespace %s exists: a container runtime runs on this machine, or a node was not cleaned up", ns)
+		}
+	}
+	// The settings as they were, for whoever must put them back after a run killed before
+	// its cleanup; the cleanup removes the file last.
+	if err := os.MkdirAll(filepath.Dir(stateFile), 0o700); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(stateFile, []byte(record.String()), 0o600); err != nil {
+		return nil, err
+	}
+	h.undo = append(h.undo, func() error { return os.Remove(stateFile) })
 	return h, nil
 }
+
+// stateFile holds the host's settings as they were while a node runs (see newHost).
+const stateFile = "/run/terdut-nodetest/sysctls"
 
 // setSysctl writes a host setting (recorded by newHost, restored by restoreSysctls).
 func (h *host) setSysctl(key, value string) error {
@@ -102,8 +129,8 @@ func (h *host) restoreSysctls() error {
 
 // addBridge makes the node's bridge with the gateway address cidr (such as 10.244.0.1/24):
 // the pods' veths join it (the CNI bridge plugin takes it as it is), and the API server, the
-// cluster's DNS and Postgres listen on its address, which the pods reach and nothing outside
-// the machine does.
+// cluster's DNS and Postgres listen on its address, which the pods reach and, behind
+// fenceBridge's rules, nothing outside the machine does.
 func (h *host) addBridge(cidr string) error {
 	if err := run("ip", "link", "add", "name", h.bridge, "type", "bridge"); err != nil {
 		return err
@@ -120,26 +147,38 @@ func (h *host) addBridge(cidr string) error {
 	return run("ip", "link", "set", h.bridge, "up")
 }
 
-// acceptOnBridge lets traffic between the pods through the FORWARD chain, whatever its policy
-// (a Docker engine run earlier leaves it at DROP), in one tagged rule removed at the end.
-func (h *host) acceptOnBridge() error {
-	h.forwardArg = []string{"FORWARD", "-i", h.bridge, "-o", h.bridge, "-m", "comment", "--comment", "terdut-server nodetest", "-j", "ACCEPT"}
-	if err := run("iptables", append([]string{"-w", "-I"}, h.forwardArg...)...); err != nil {
-		return err
+// fenceBridge keeps the node's traffic on its bridge, in tagged rules removed at the end: the
+// pods reach each other whatever the FORWARD chain's policy (a Docker engine run earlier
+// leaves it at DROP); nothing from the bridge is forwarded to another interface (the host
+// forwards, for kube-proxy, and a pod must not reach past it); and the bridge's address, where
+// the API server, the kubelet, the DNS and Postgres listen, answers only the bridge and the
+// host itself, not another interface's traffic.
+func (h *host) fenceBridge(gateway string) error {
+	tag := []string{"-m", "comment", "--comment", "terdut-server nodetest"}
+	rules := [][]string{
+		append([]string{"FORWARD", "-i", h.bridge, "-o", h.bridge}, append(tag, "-j", "ACCEPT")...),
+		append([]string{"FORWARD", "-i", h.bridge, "!", "-o", h.bridge}, append(tag, "-j", "DROP")...),
+		append([]string{"FORWARD", "!", "-i", h.bridge, "-o", h.bridge}, append(tag, "-j", "DROP")...),
+		append([]string{"INPUT", "-d", gateway, "!", "-i", h.bridge, "-m", "addrtype", "!", "--src-type", "LOCAL"}, append(tag, "-j", "DROP")...),
 	}
-	h.undo = append(h.undo, func() error {
-		var errs []error
-		// Deleted as often as it is there: a rule added twice is removed twice.
-		for range 10 {
-			if run("iptables", append([]string{"-w", "-C"}, h.forwardArg...)...) != nil {
-				return errors.Join(errs...)
-			}
-			if err := run("iptables", append([]string{"-w", "-D"}, h.forwardArg...)...); err != nil {
-				errs = append(errs, err)
-			}
+	for _, rule := range rules {
+		if err := run("iptables", append([]string{"-w", "-I"}, rule...)...); err != nil {
+			return err
 		}
-		return errors.Join(errs...)
-	})
+		h.undo = append(h.undo, func() error {
+			var errs []error
+			// Deleted as often as it is there: a rule added twice is removed twice.
+			for range 10 {
+				if run("iptables", append([]string{"-w", "-C"}, rule...)...) != nil {
+					return errors.Join(errs...)
+				}
+				if err := run("iptables", append([]string{"-w", "-D"}, rule...)...); err != nil {
+					errs = append(errs, err)
+				}
+			}
+			return errors.Join(errs...)
+		})
+	}
 	return nil
 }
 

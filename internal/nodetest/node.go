@@ -123,7 +123,7 @@ func Start(tb testing.TB, opts Options) *Node {
 	if err := h.addBridge(Gateway + "/24"); err != nil {
 		tb.Fatal(err)
 	}
-	if err := h.acceptOnBridge(); err != nil {
+	if err := h.fenceBridge(Gateway); err != nil {
 		tb.Fatal(err)
 	}
 	// Pods reach Services through kube-proxy's rules, which bridged traffic meets only when
@@ -174,6 +174,8 @@ func Start(tb testing.TB, opts Options) *Node {
 		// route_localnet off (no NodePort on 127.0.0.1).
 		"--conntrack-max-per-core=0", "--conntrack-tcp-timeout-established=0", "--conntrack-tcp-timeout-close-wait=0",
 		"--iptables-localhost-nodeports=false",
+		// A NodePort Service opens on the bridge's address alone, never on the host's others.
+		"--nodeport-addresses="+Gateway+"/32",
 		"--metrics-bind-address=127.0.0.1:"+strconv.Itoa(ports[4]),
 		"--healthz-bind-address=127.0.0.1:"+strconv.Itoa(ports[5]))
 	n.waitReady(tb)
@@ -248,18 +250,20 @@ state = %[2]q
 		tb.Fatal(err)
 	}
 	// The bridge plugin on the node's bridge, addresses from the node's range, nothing
-	// masqueraded: the pods reach the bridge, each other and the Services, nothing else.
+	// masqueraded, and no default route: a pod has a route to its own range and the Services'
+	// (through the bridge's address, where kube-proxy's rules turn them into pods), and none to
+	// anywhere else; the host's FORWARD rules drop what would leave the bridge regardless.
 	conflist := fmt.Sprintf(`{
   "cniVersion": "1.0.0",
   "name": "terdut-node",
   "plugins": [
     {"type": "bridge", "bridge": %q, "isGateway": true, "ipMasq": false, "hairpinMode": true,
-     "ipam": {"type": "host-local", "ranges": [[{"subnet": %q, "gateway": %q}]], "routes": [{"dst": "0.0.0.0/0"}],
+     "ipam": {"type": "host-local", "ranges": [[{"subnet": %q, "gateway": %q}]], "routes": [{"dst": %q}],
               "dataDir": %q}},
     {"type": "portmap", "capabilities": {"portMappings": true}}
   ]
 }
-`, Bridge, podCIDR, Gateway, filepath.Join(n.Dir, "cni-ipam"))
+`, Bridge, podCIDR, Gateway, serviceCIDR, filepath.Join(n.Dir, "cni-ipam"))
 	if err := os.WriteFile(filepath.Join(cni, "10-terdut-node.conflist"), []byte(conflist), 0o644); err != nil {
 		tb.Fatal(err)
 	}
@@ -520,13 +524,15 @@ func (n *Node) putBack() {
 			}
 			return killProcesses(n.containerd)
 		}},
+		// Right after the shims: whatever runs in the pods' cgroups is killed before anything
+		// else is removed, so that no container keeps a namespace or makes a connection.
+		{"kill what runs in the pods' cgroups and remove them", h.removeCgroups},
 		{"remove the pods' network namespaces", h.removeNamespaces},
 		{"unmount the node's volumes and snapshots", func() error { return unmountUnder(n.Dir) }},
 		{"remove kube-proxy's rules", n.cleanupProxy},
 		{"remove kube-router's rules and ipsets", kuberouter.Cleanup},
 		{"remove the kubelet's chains", h.removeKubeletChains},
 		{"forget the node's connections", func() error { return forgetConntrack(clusterCIDR, serviceCIDR) }},
-		{"remove the cgroups", h.removeCgroups},
 		{"put the sysctls back", h.restoreSysctls},
 	}
 	for i := len(h.undo) - 1; i >= 0; i-- {
