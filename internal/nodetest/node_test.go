@@ -186,6 +186,8 @@ func hostState(t *testing.T) state {
 	}
 	s["sysctls"] = lines(strings.Join(sysctls, "\n"))
 	s["processes"] = lines(nodeProcesses())
+	state, _ := filepath.Glob("/run/terdut-nodetest/*")
+	s["node state files"] = lines(strings.Join(state, "\n"))
 	return s
 }
 
