@@ -1,6 +1,8 @@
 package kubetest
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
@@ -48,15 +50,19 @@ func Program(name string) (string, error) {
 }
 
 // CachedBuild returns the path of the program file in CacheDir, building it first when it is
-// not there: go build -ldflags ldflags pkg, in the module at moduleDir. The program is built
-// beside its final name and renamed, so that a build cut short leaves nothing that a later run
-// would take for a program, and two packages building at once each rename a whole program.
+// not there: go build -ldflags ldflags pkg, in the module at moduleDir. The file's name ends
+// with a digest of pkg and ldflags, so that a program built with other flags (another version
+// stamped) is never taken for this one. The program is built beside its final name and
+// renamed, so that a build cut short leaves nothing that a later run would take for a
+// program, and two packages building at once each rename a whole program. Only the link
+// differs between flags: a rebuild with other flags takes seconds once the packages are built.
 func CachedBuild(file, moduleDir, pkg, ldflags string) (string, error) {
 	dir, err := CacheDir()
 	if err != nil {
 		return "", err
 	}
-	bin := filepath.Join(dir, file)
+	sum := sha256.Sum256([]byte(pkg + "\x00" + ldflags))
+	bin := filepath.Join(dir, file+"-"+hex.EncodeToString(sum[:4]))
 	if _, err := os.Stat(bin); err == nil {
 		return bin, nil
 	}

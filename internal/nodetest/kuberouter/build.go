@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"time"
 
 	"github.com/terdut-server/terdut-server/internal/kubetest"
 )
@@ -31,10 +30,10 @@ func Build() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	// kube-router's own release build stamps these two; unstamped, --version prints an empty
-	// version and build date.
-	ldflags := fmt.Sprintf("-X %s.Version=%s -X %s.BuildDate=%s",
-		versionPackage, Version, versionPackage, time.Now().UTC().Format(time.RFC3339))
+	// kube-router's own release build stamps its version (unstamped, --version prints none).
+	// Its build date is left out: it would make every build's flags, and so its cache name,
+	// new.
+	ldflags := fmt.Sprintf("-X %s.Version=%s", versionPackage, Version)
 	return kubetest.CachedBuild(fmt.Sprintf("kube-router-%s-%s-%s-%s", Version, runtime.Version(), runtime.GOOS, runtime.GOARCH),
 		moduleDir, mainPackage, ldflags)
 }
