@@ -156,7 +156,8 @@ chart:
 # image (built here and imported, no registry): the claim and the reset from a pod playing
 # terdut-operator with its projected token, the NetworkPolicies, a rolling upgrade, the
 # kubelet's token rotation. Root only; about 12 minutes warm, most of it waiting for the
-# kubelet to rotate the token. The first run builds the node's programs (25-30 minutes).
+# kubelet to rotate the token. The first run builds the node's programs (25-30 minutes), under
+# the same timeout.
 NODE_IMAGE ?= terdut-server:node
 NODE_ARCHIVE ?= $(or $(TMPDIR),/tmp)/terdut-server-node-image.tar
 .PHONY: node
@@ -164,7 +165,7 @@ node:
 	scripts/ensure-node.sh
 	scripts/node-image.sh $(NODE_IMAGE) $(NODE_ARCHIVE)
 	TERDUT_NODE_SERVER_IMAGE=$(NODE_ARCHIVE) TERDUT_NODE_SERVER_REF=$(NODE_IMAGE) \
-		$(GO) test -race -count=1 -tags node -p 1 -timeout 40m ./internal/nodetest/... ./internal/helmtest/
+		$(GO) test -race -count=1 -tags node -p 1 -timeout 70m ./internal/nodetest/... ./internal/helmtest/
 
 # bench measures the gate's cost, API-key requests against pgbench and sign-ins during a
 # contested claim, each as a ratio to a baseline taken in the same run, on a throwaway
