@@ -155,7 +155,7 @@ chart:
 # Debian's containerd, runc and CNI bridge, kube-router's policy firewall, and the server's own
 # image (built here and imported, no registry): the claim and the reset from a pod playing
 # terdut-operator with its projected token, the NetworkPolicies, a rolling upgrade, the
-# kubelet's token rotation. Root only; about 12 minutes warm, most of it waiting for the
+# kubelet's token rotation. Root only; about 10 minutes warm, most of it waiting for the
 # kubelet to rotate the token. The first run builds the node's programs (25-30 minutes), under
 # the same timeout.
 NODE_IMAGE ?= terdut-server:node
