@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/terdut-server/terdut-server/internal/nodetest/iptables"
 )
 
 // What the node changes on the host, and puts back: each change is recorded before it is
@@ -412,21 +414,16 @@ func run(name string, args ...string) error {
 // 127.0.0.0/8 from other addresses, jumped to from INPUT and OUTPUT.
 var kubeletChains = []string{"KUBE-FIREWALL", "KUBE-KUBELET-CANARY", "KUBE-IPTABLES-HINT"}
 
-var iptablesFamilies = []string{"iptables", "ip6tables"}
-
 var iptablesTables = []string{"filter", "nat", "mangle"}
 
 // kubeletChainsNow lists which of kubeletChains exist, as family/table/chain.
 func kubeletChainsNow() map[string]bool {
 	have := map[string]bool{}
-	for _, fam := range iptablesFamilies {
+	for _, fam := range iptables.Families {
 		for _, table := range iptablesTables {
-			out, err := exec.Command(fam, "-w", "-t", table, "-S").Output()
-			if err != nil {
-				continue
-			}
-			for _, line := range strings.Split(string(out), "\n") {
-				if chain, ok := strings.CutPrefix(line, "-N "); ok && slices.Contains(kubeletChains, chain) {
+			chains, _ := iptables.Chains(fam, table)
+			for _, chain := range chains {
+				if slices.Contains(kubeletChains, chain) {
 					have[fam+"/"+table+"/"+chain] = true
 				}
 			}
@@ -438,64 +435,13 @@ func kubeletChainsNow() map[string]bool {
 // removeKubeletChains removes the kubelet's chains that were not there before the node
 // started (host.kubeletChainsAt), and the rules that jump to them.
 func (h *host) removeKubeletChains() error {
-	var errs []error
-	for key := range kubeletChainsNow() {
-		if h.kubeletChainsAt[key] {
-			continue
-		}
-		parts := strings.SplitN(key, "/", 3)
-		fam, table, chain := parts[0], parts[1], parts[2]
-		out, err := exec.Command(fam, "-w", "-t", table, "-S").Output()
+	for _, table := range iptablesTables {
+		err := iptables.RemoveChains(table, func(fam, chain string) bool {
+			return slices.Contains(kubeletChains, chain) && !h.kubeletChainsAt[fam+"/"+table+"/"+chain]
+		})
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s -t %s -S: %w", fam, table, err))
-			continue
-		}
-		for _, line := range strings.Split(string(out), "\n") {
-			rule, ok := strings.CutPrefix(line, "-A ")
-			if !ok || !strings.HasSuffix(rule, " -j "+chain) {
-				continue
-			}
-			// Rules come back as iptables -S prints them; fields with spaces are quoted, so
-			// they are removed by number instead of re-parsed.
-			from := strings.Fields(rule)[0]
-			if from == chain {
-				continue
-			}
-			if err := deleteRuleJumping(fam, table, from, chain); err != nil {
-				errs = append(errs, err)
-			}
-		}
-		if err := run(fam, "-w", "-t", table, "-F", chain); err != nil {
-			errs = append(errs, err)
-		}
-		if err := run(fam, "-w", "-t", table, "-X", chain); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// deleteRuleJumping deletes, by number, the rules of chain from that jump to target.
-func deleteRuleJumping(fam, table, from, target string) error {
-	for range 20 {
-		out, err := exec.Command(fam, "-w", "-t", table, "-L", from, "--line-numbers", "-n").Output()
-		if err != nil {
-			return fmt.Errorf("%s -t %s -L %s: %w", fam, table, from, err)
-		}
-		num := ""
-		for _, line := range strings.Split(string(out), "\n") {
-			f := strings.Fields(line)
-			if len(f) > 1 && f[1] == target {
-				num = f[0]
-				break
-			}
-		}
-		if num == "" {
-			return nil
-		}
-		if err := run(fam, "-w", "-t", table, "-D", from, num); err != nil {
 			return err
 		}
 	}
-	return fmt.Errorf("%s -t %s: rules of %s jumping to %s still there after 20 deletions", fam, table, from, target)
+	return nil
 }

@@ -5,6 +5,7 @@ package nodetest_test
 import (
 	"bufio"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -99,13 +100,7 @@ func (s state) equal(o state) bool {
 // diff lists, per part, the lines only before (-) and only after (+).
 func (s state) diff(after state) string {
 	var b strings.Builder
-	for _, k := range slices.Sorted(func(yield func(string) bool) {
-		for k := range s {
-			if !yield(k) {
-				return
-			}
-		}
-	}) {
+	for _, k := range slices.Sorted(maps.Keys(s)) {
 		for _, l := range s[k] {
 			if !slices.Contains(after[k], l) {
 				fmt.Fprintf(&b, "%s: - %s\n", k, l)

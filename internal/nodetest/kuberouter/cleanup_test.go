@@ -1,8 +1,9 @@
 package kuberouter
 
 import (
-	"slices"
 	"testing"
+
+	"github.com/terdut-server/terdut-server/internal/nodetest/iptables"
 )
 
 func TestOwnedNames(t *testing.T) {
@@ -36,14 +37,6 @@ func TestOwnedNames(t *testing.T) {
 		if got := ownedSet.MatchString(tc.name); got != tc.set {
 			t.Errorf("ipset %s: got owned %v, want %v", tc.name, got, tc.set)
 		}
-	}
-}
-
-func TestSplit(t *testing.T) {
-	got := split(`FORWARD -m comment --comment "a \"b\" -j KUBE-ROUTER-INPUT" -j ACCEPT`)
-	want := []string{"FORWARD", "-m", "comment", "--comment", `a "b" -j KUBE-ROUTER-INPUT`, "-j", "ACCEPT"}
-	if !slices.Equal(got, want) {
-		t.Errorf("got %q, want %q", got, want)
 	}
 }
 
@@ -93,12 +86,12 @@ func TestRemoval(t *testing.T) {
 -X KUBE-ROUTER-OUTPUT
 COMMIT
 `
-	if got := removal(saved); got != want {
+	if got := iptables.Removal(saved, "filter", ownedChain.MatchString); got != want {
 		t.Errorf("got\n%s\nwant\n%s", got, want)
 	}
 	t.Run("NothingOwned", func(t *testing.T) {
 		none := "*filter\n:INPUT ACCEPT [0:0]\n:DOCKER-USER - [0:0]\n-A DOCKER-USER -j RETURN\nCOMMIT\n"
-		if got := removal(none); got != "" {
+		if got := iptables.Removal(none, "filter", ownedChain.MatchString); got != "" {
 			t.Errorf("got %q, want nothing to restore", got)
 		}
 	})
