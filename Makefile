@@ -33,7 +33,7 @@ run:
 
 # test runs every test with the race detector. The tests find Postgres themselves (see
 # docs/developing.md#tests): nothing to start by hand. The tests behind a connection pooler run
-# a real PgBouncer (internal/pgbouncertest): scripts/ensure-pgbouncer.sh installs Debian's first
+# a real PgBouncer (test/harness/pgbouncertest): scripts/ensure-pgbouncer.sh installs Debian's first
 # when it is missing (as root), or says how.
 test:
 	scripts/ensure-pgbouncer.sh
@@ -43,22 +43,22 @@ test:
 # interop module.
 lint:
 	$(GO) vet ./...
-	$(GO) vet -tags browser ./browsertest/
-	$(GO) vet -tags image ./e2e/image/
+	$(GO) vet -tags browser ./test/browsertest/
+	$(GO) vet -tags image ./test/e2e/image/
 	$(GO) vet -tags kube ./...
-	$(GO) vet -tags chart ./internal/helmtest/
-	$(GO) vet -tags node ./internal/helmtest/ ./internal/nodetest/...
+	$(GO) vet -tags chart ./test/harness/helmtest/
+	$(GO) vet -tags node ./test/harness/helmtest/ ./test/harness/nodetest/...
 	$(GO) tool staticcheck ./...
-	cd interop && $(GO) vet ./...
+	cd test/interop && $(GO) vet ./...
 
 # interop signs people in to the real API through identity-provider products: Dex in-process
-# and Ory Hydra as a local process (see interop/README.md). interop/ is a Go module of its own,
+# and Ory Hydra as a local process (see test/interop/README.md). test/interop/ is a Go module of its own,
 # so their dependencies stay out of this one. The first run builds Hydra (minutes) into
 # $$TERDUT_INTEROP_CACHE or the user's cache directory; later runs reuse it. The build runs
 # in hydra's TestMain, under go test's timeout: on a busy machine it took 28 minutes.
 .PHONY: interop
 interop:
-	cd interop && $(GO) test -race -count=1 -timeout 60m ./...
+	cd test/interop && $(GO) test -race -count=1 -timeout 60m ./...
 
 # image builds the server's image IMAGE from the Dockerfile. With the Dockerfile's bases in
 # the engine (or TERDUT_IMAGE_OFFLINE=0), as it is; otherwise from bases made on this machine
@@ -72,7 +72,7 @@ image:
 # image-test runs the image IMAGE as deploy/kubernetes/terdut-server.yaml runs it, against a
 # PostgreSQL container (TERDUT_TEST_POSTGRES_IMAGE, default postgres:15-alpine).
 image-test:
-	TERDUT_TEST_SERVER_IMAGE=$(IMAGE) $(GO) test -race -count=1 -tags image -timeout 10m -v ./e2e/image/
+	TERDUT_TEST_SERVER_IMAGE=$(IMAGE) $(GO) test -race -count=1 -tags image -timeout 10m -v ./test/e2e/image/
 
 # build makes a static binary at bin/terdut-server, stamped with VERSION and REVISION (what
 # terdut-server --version and the terdut_build_info metric report).
@@ -96,21 +96,21 @@ fuzz:
 		$(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZ_INPUTS) -parallel 1 ./internal/api/; \
 	done
 
-# e2e runs the tests that drive a real headless Chromium (browsertest/, behind the build tag
+# e2e runs the tests that drive a real headless Chromium (test/browsertest/, behind the build tag
 # "browser" so that `make test` needs no browser). scripts/ensure-chromium.sh installs
-# Debian's chromium first when it is missing. The end-to-end tests of real processes (e2e/)
+# Debian's chromium first when it is missing. The end-to-end tests of real processes (test/e2e/)
 # run in `make test` too.
 .PHONY: e2e
 e2e:
 	scripts/ensure-chromium.sh
-	$(GO) test -race -count=1 -tags browser ./browsertest/ ./e2e/...
+	$(GO) test -race -count=1 -tags browser ./test/browsertest/ ./test/e2e/...
 
 # failover runs the Patroni fault suite (behind the build tag "patroni", so that `make test`
 # needs no Patroni): a 3-member Patroni cluster in strict synchronous mode with etcd and
-# HAProxy, all on 127.0.0.1 (internal/patronitest), and terdut-server replicas on it both ways
+# HAProxy, all on 127.0.0.1 (test/harness/patronitest), and terdut-server replicas on it both ways
 # a Zalando/Spilo install is reached, through a killed leader, its rejoin by pg_rewind, a
 # switchover, the leader cut off from etcd, etcd down (without Patroni's failsafe_mode, then
-# paused and restarted with it) and a rolling restart (faults/), people signing in at the
+# paused and restarted with it) and a rolling restart (test/faults/), people signing in at the
 # default sign-in limit throughout. It prints Patroni's time to a writable leader and
 # terdut-server's extra time per fault.
 # TestPatroniPooler kills the leader once more with terdut-server behind PgBouncer in
@@ -121,11 +121,11 @@ e2e:
 failover:
 	scripts/ensure-patroni.sh
 	scripts/ensure-pgbouncer.sh
-	$(GO) test -race -count=1 -tags patroni -p 1 -timeout 20m -v -run '^(TestCluster|TestPatroni|TestPatroniPooler)$$' ./internal/patronitest/ ./faults/
+	$(GO) test -race -count=1 -tags patroni -p 1 -timeout 20m -v -run '^(TestCluster|TestPatroni|TestPatroniPooler)$$' ./test/harness/patronitest/ ./test/faults/
 
 # kube runs the Kubernetes suite (behind the build tag "kube", so that `make test` needs no
 # etcd): the real kube-apiserver of k8s.io/kubernetes over Debian's etcd, on 127.0.0.1
-# (internal/kubetest), and against it the operator's service-account identity on the layouts
+# (test/harness/kubetest), and against it the operator's service-account identity on the layouts
 # clusters have, TokenReview, the example manifests applied with strict validation and their
 # RBAC, and terdut-operator's recovery of a lost claim. scripts/ensure-kube.sh first installs
 # etcd when it is missing (as root). The first run on a machine builds kube-apiserver into
@@ -134,23 +134,23 @@ failover:
 .PHONY: kube
 kube:
 	scripts/ensure-kube.sh
-	$(GO) test -race -count=1 -tags kube -timeout 30m -run '^TestKube' ./internal/kubetest/ ./cmd/terdut-server/ ./client/ ./docs/
+	$(GO) test -race -count=1 -tags kube -timeout 30m -run '^TestKube' ./test/harness/kubetest/ ./cmd/terdut-server/ ./client/ ./docs/
 
 # chart checks the Helm chart deploy/helm/terdut-server (behind the build tag "chart"): helm lint
 # --strict with every preset of its ci/, the schema's refusals, what each preset renders,
 # deploy/kubernetes equal to the chart's renderings, every preset applied with strict field
-# validation to the real kube-apiserver (internal/kubetest) beside the Gateway API and Prometheus
+# validation to the real kube-apiserver (test/harness/kubetest) beside the Gateway API and Prometheus
 # Operator CRDs, helm install, upgrade and rollback there, and the alerts through promtool check
-# rules and test rules. helm, promtool and controller-gen are built from internal/helmtest/helmbin
+# rules and test rules. helm, promtool and controller-gen are built from test/harness/helmtest/helmbin
 # (a module of its own) into $$TERDUT_HELM_CACHE or the user's cache directory by the first run
 # (minutes); later runs reuse them. TERDUT_CHART_UPDATE=1 make chart rewrites deploy/kubernetes's
 # renderings from the chart.
 .PHONY: chart
 chart:
 	scripts/ensure-kube.sh
-	$(GO) test -race -count=1 -tags chart -timeout 45m ./internal/helmtest/
+	$(GO) test -race -count=1 -tags chart -timeout 45m ./test/harness/helmtest/
 
-# node installs the chart on a real single-node cluster (internal/nodetest, behind the build tag
+# node installs the chart on a real single-node cluster (test/harness/nodetest, behind the build tag
 # "node"): the control plane, the kubelet and kube-proxy built from k8s.io/kubernetes,
 # Debian's containerd, runc and CNI bridge, kube-router's policy firewall, and the server's own
 # image (built here and imported, no registry): the claim and the reset from a pod playing
@@ -165,7 +165,7 @@ node:
 	scripts/ensure-node.sh
 	scripts/node-image.sh $(NODE_IMAGE) $(NODE_ARCHIVE)
 	TERDUT_NODE_SERVER_IMAGE=$(NODE_ARCHIVE) TERDUT_NODE_SERVER_REF=$(NODE_IMAGE) \
-		$(GO) test -race -count=1 -tags node -p 1 -timeout 70m ./internal/nodetest/... ./internal/helmtest/
+		$(GO) test -race -count=1 -tags node -p 1 -timeout 70m ./test/harness/nodetest/... ./test/harness/helmtest/
 
 # bench measures the gate's cost, API-key requests against pgbench and sign-ins during a
 # contested claim, each as a ratio to a baseline taken in the same run, on a throwaway

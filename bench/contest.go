@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/terdut-server/terdut-server/internal/apitest"
+	"github.com/terdut-server/terdut-server/test/harness/apitest"
 )
 
 // contestGoal: a claim in progress may at most double a sign-in's p99 latency.

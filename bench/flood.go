@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/terdut-server/terdut-server/internal/api"
-	"github.com/terdut-server/terdut-server/internal/apitest"
 	"github.com/terdut-server/terdut-server/internal/store"
+	"github.com/terdut-server/terdut-server/test/harness/apitest"
 )
 
 // floodGoal: a flood of sign-ins for made-up usernames may at most double a real sign-in's

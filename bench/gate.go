@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"sync"
 
-	"github.com/terdut-server/terdut-server/internal/apitest"
+	"github.com/terdut-server/terdut-server/test/harness/apitest"
 )
 
 // gateGoal: the gate may cost a sign-in at most 3% of its throughput.

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/terdut-server/terdut-server/internal/pgbouncertest"
+	"github.com/terdut-server/terdut-server/test/harness/pgbouncertest"
 )
 
 // modesClients is the concurrency of the statement modes' comparison.

@@ -8,12 +8,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/terdut-server/terdut-server/internal/pgbouncertest"
+	"github.com/terdut-server/terdut-server/test/harness/pgbouncertest"
 )
 
 // The side behind a connection pooler: GET /api/me with an API key from terdut-server with
 // --database-pooler=transaction through a transaction-mode PgBouncer configured as Zalando's
-// (internal/pgbouncertest), against the floor through the same PgBouncer in the same
+// (test/harness/pgbouncertest), against the floor through the same PgBouncer in the same
 // statement mode (simple_protocol, the server's there: pgx's default prepares statements by
 // name, which such a pooler cannot carry), and the pooler's cost: the same server through PgBouncer over the
 // server on Postgres directly (e.server). The floor sends its lookup's text, which Postgres

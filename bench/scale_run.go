@@ -9,7 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/terdut-server/terdut-server/internal/pglocal"
+	"github.com/terdut-server/terdut-server/test/harness/pglocal"
 )
 
 // RunScale measures the scale side alone (`make bench-scale`), on a throwaway cluster of its

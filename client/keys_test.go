@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/terdut-server/terdut-server/client"
-	"github.com/terdut-server/terdut-server/internal/apitest"
 	"github.com/terdut-server/terdut-server/internal/store"
+	"github.com/terdut-server/terdut-server/test/harness/apitest"
 )
 
 func TestClient_Whoami(t *testing.T) {

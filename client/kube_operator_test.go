@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/terdut-server/terdut-server/client"
-	"github.com/terdut-server/terdut-server/internal/kubetest"
+	"github.com/terdut-server/terdut-server/test/harness/kubetest"
 )
 
 // The names terdut-operator runs under, as deploy/kubernetes/service-account-identity names them.

@@ -13,11 +13,11 @@ import (
 
 	"github.com/terdut-server/terdut-server/client"
 	"github.com/terdut-server/terdut-server/internal/api"
-	"github.com/terdut-server/terdut-server/internal/apitest"
-	"github.com/terdut-server/terdut-server/internal/kubetest"
 	"github.com/terdut-server/terdut-server/internal/opjwt"
-	"github.com/terdut-server/terdut-server/internal/pgtest"
 	"github.com/terdut-server/terdut-server/internal/store"
+	"github.com/terdut-server/terdut-server/test/harness/apitest"
+	"github.com/terdut-server/terdut-server/test/harness/kubetest"
+	"github.com/terdut-server/terdut-server/test/harness/pgtest"
 )
 
 // TestKube_Recovery is the incident's recovery, end to end on the real API server, with the

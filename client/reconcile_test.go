@@ -10,8 +10,8 @@ import (
 
 	"github.com/terdut-server/terdut-server/client"
 	"github.com/terdut-server/terdut-server/internal/api"
-	"github.com/terdut-server/terdut-server/internal/apitest"
 	"github.com/terdut-server/terdut-server/internal/store"
+	"github.com/terdut-server/terdut-server/test/harness/apitest"
 )
 
 // mustReconcile runs one reconcile and checks what it did.

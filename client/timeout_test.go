@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/terdut-server/terdut-server/client"
-	"github.com/terdut-server/terdut-server/internal/apitest"
+	"github.com/terdut-server/terdut-server/test/harness/apitest"
 )
 
 // newHangingServer starts a server that accepts requests and never answers them, until the

@@ -12,8 +12,8 @@ import (
 
 	"github.com/terdut-server/terdut-server/client"
 	"github.com/terdut-server/terdut-server/internal/api"
-	"github.com/terdut-server/terdut-server/internal/apitest"
-	"github.com/terdut-server/terdut-server/internal/certfile/certtest"
+	"github.com/terdut-server/terdut-server/test/harness/apitest"
+	"github.com/terdut-server/terdut-server/test/harness/certtest"
 )
 
 // splitTLSServer serves a real server's two handlers (NewSplitServer) over https with a

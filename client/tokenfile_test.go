@@ -10,10 +10,10 @@ import (
 
 	"github.com/terdut-server/terdut-server/client"
 	"github.com/terdut-server/terdut-server/internal/api"
-	"github.com/terdut-server/terdut-server/internal/apitest"
 	"github.com/terdut-server/terdut-server/internal/opjwt"
-	"github.com/terdut-server/terdut-server/internal/satest"
 	"github.com/terdut-server/terdut-server/internal/store"
+	"github.com/terdut-server/terdut-server/test/harness/apitest"
+	"github.com/terdut-server/terdut-server/test/harness/satest"
 )
 
 // writeTokenFile replaces the file at path as the kubelet does: a new file renamed over it.

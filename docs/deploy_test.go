@@ -460,7 +460,7 @@ func labelsMatch(selector, labels map[string]string) bool {
 	return len(selector) > 0
 }
 
-// TestDockerfile checks the image against what the manifests expect of it (e2e/image runs
+// TestDockerfile checks the image against what the manifests expect of it (test/e2e/image runs
 // the image itself).
 func TestDockerfile(t *testing.T) {
 	b, err := os.ReadFile("../Dockerfile")
@@ -480,12 +480,12 @@ func TestDockerfile(t *testing.T) {
 }
 
 // otherFlags are flags of other programs that the pages may name: kube-apiserver's, where
-// kubernetes.md says how a cluster's issuer is set up (internal/kubetest passes each of them
+// kubernetes.md says how a cluster's issuer is set up (test/harness/kubetest passes each of them
 // to the real kube-apiserver, so they are its flags at the release the suite runs).
 var otherFlags = []string{"--service-account-jwks-uri", "--service-account-issuer", "--service-account-key-file",
 	"--service-account-signing-key-file",
 	// kubectl's and helm's, in the commands of install.md and bootstrap.md (the chart's tests
-	// run helm with the same flags: internal/helmtest).
+	// run helm with the same flags: test/harness/helmtest).
 	"--namespace", "--create-namespace", "--set", "--from-literal", "--raw", "--audience", "--duration"}
 
 // commandFlags are terdut-server's flags that are no setting.

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/terdut-server/terdut-server/internal/kubetest"
+	"github.com/terdut-server/terdut-server/test/harness/kubetest"
 )
 
 // TestKube_ManifestsRBAC applies the service-account-identity directory to a real API server

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/terdut-server/terdut-server/internal/kubetest"
+	"github.com/terdut-server/terdut-server/test/harness/kubetest"
 )
 
 // mustManifestTree returns every YAML file under manifestDir, walked, by directory.

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/terdut-server/terdut-server/internal/pgtest"
+	"github.com/terdut-server/terdut-server/test/harness/pgtest"
 )
 
 // metricsPage documents every metric the server serves.

@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/terdut-server/terdut-server/internal/proctest"
+	"github.com/terdut-server/terdut-server/test/harness/proctest"
 )
 
 // devCheckout copies scripts/devdb.sh into a checkout at root/repo and returns the copy's

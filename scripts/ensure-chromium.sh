@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # ensure-chromium.sh — make sure headless Chromium is there for the browser tests
-# (browsertest/, `make e2e`).
+# (test/browsertest/, `make e2e`).
 #
 # Usage: scripts/ensure-chromium.sh
 #

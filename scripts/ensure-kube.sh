@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # ensure-kube.sh — make sure the programs of the Kubernetes suite (`make kube`) are there:
-# Debian's etcd, under the real kube-apiserver that internal/kubetest builds from its Go module
+# Debian's etcd, under the real kube-apiserver that test/harness/kubetest builds from its Go module
 # (k8s.io/kubernetes, through the module proxy) into the user's cache on first use.
 #
 # Usage: scripts/ensure-kube.sh

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ensure-patroni.sh — make sure the programs of the Patroni fault suite (faults/patroni/,
+# ensure-patroni.sh — make sure the programs of the Patroni fault suite (test/faults/patroni/,
 # `make failover`) are there: patroni, etcd and haproxy, beside PostgreSQL's server binaries.
 #
 # Usage: scripts/ensure-patroni.sh

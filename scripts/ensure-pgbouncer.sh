@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # ensure-pgbouncer.sh — make sure PgBouncer is there for the tests that run terdut-server
-# behind a transaction-mode pooler (internal/pgbouncertest, `make test`).
+# behind a transaction-mode pooler (test/harness/pgbouncertest, `make test`).
 #
 # Usage: scripts/ensure-pgbouncer.sh
 #

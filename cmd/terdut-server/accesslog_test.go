@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/terdut-server/terdut-server/internal/pgtest"
+	"github.com/terdut-server/terdut-server/test/harness/pgtest"
 )
 
 // TestServe_AccessLog: through run(), n requests write n access lines in far fewer than n

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/terdut-server/terdut-server/internal/pgtest"
 	"github.com/terdut-server/terdut-server/internal/store"
+	"github.com/terdut-server/terdut-server/test/harness/pgtest"
 )
 
 // mustBuild builds terdut-server into a directory of its own and returns the directory, to

@@ -12,7 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/terdut-server/terdut-server/internal/pglocal"
+	"github.com/terdut-server/terdut-server/test/harness/pglocal"
 )
 
 // passwordCluster is a Postgres cluster of its own whose superuser signs in over loopback

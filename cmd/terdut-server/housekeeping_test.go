@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/terdut-server/terdut-server/internal/pgtest"
 	"github.com/terdut-server/terdut-server/internal/store"
+	"github.com/terdut-server/terdut-server/test/harness/pgtest"
 )
 
 // markedFixture starts a WITH whose inserts into users select FROM marked: it marks the

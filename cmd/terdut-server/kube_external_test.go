@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/terdut-server/terdut-server/internal/kubetest"
+	"github.com/terdut-server/terdut-server/test/harness/kubetest"
 )
 
 // externalIssuer serves a cluster's discovery document and keys from another host, to anyone,

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/terdut-server/terdut-server/internal/kubetest"
+	"github.com/terdut-server/terdut-server/test/harness/kubetest"
 )
 
 // TestKube_TokenReview: verified offline, the operator's token keeps claiming after its pod

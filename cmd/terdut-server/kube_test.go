@@ -14,8 +14,8 @@ import (
 	"github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
 
-	"github.com/terdut-server/terdut-server/internal/kubetest"
-	"github.com/terdut-server/terdut-server/internal/pgtest"
+	"github.com/terdut-server/terdut-server/test/harness/kubetest"
+	"github.com/terdut-server/terdut-server/test/harness/pgtest"
 )
 
 // The accounts of the chart's service-account identity (deploy/kubernetes/service-account-identity)

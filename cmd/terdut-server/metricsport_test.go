@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/terdut-server/terdut-server/internal/pgtest"
+	"github.com/terdut-server/terdut-server/test/harness/pgtest"
 )
 
 // buildInfoLine is terdut_build_info's one series, its labels in Prometheus's order.

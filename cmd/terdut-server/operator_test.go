@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/terdut-server/terdut-server/internal/pgtest"
-	"github.com/terdut-server/terdut-server/internal/satest"
 	"github.com/terdut-server/terdut-server/internal/store"
+	"github.com/terdut-server/terdut-server/test/harness/pgtest"
+	"github.com/terdut-server/terdut-server/test/harness/satest"
 )
 
 // TestServe_OperatorIdentityOnly: a server whose operator proves itself only with a

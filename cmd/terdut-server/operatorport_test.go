@@ -13,8 +13,8 @@ import (
 	"time"
 
 	opclient "github.com/terdut-server/terdut-server/client"
-	"github.com/terdut-server/terdut-server/internal/certfile/certtest"
-	"github.com/terdut-server/terdut-server/internal/pgtest"
+	"github.com/terdut-server/terdut-server/test/harness/certtest"
+	"github.com/terdut-server/terdut-server/test/harness/pgtest"
 )
 
 // mustNotFound checks that an answer is the router's JSON 404 for a path it does not serve.

@@ -9,8 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/terdut-server/terdut-server/internal/pgbouncertest"
-	"github.com/terdut-server/terdut-server/internal/pgtest"
+	"github.com/terdut-server/terdut-server/test/harness/pgbouncertest"
+	"github.com/terdut-server/terdut-server/test/harness/pgtest"
 )
 
 // TestServe_Pooler: with TERDUT_DATABASE_POOLER=transaction, `terdut-server migrate` and

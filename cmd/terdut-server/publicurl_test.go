@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/terdut-server/terdut-server/internal/pgtest"
+	"github.com/terdut-server/terdut-server/test/harness/pgtest"
 )
 
 func TestSecureOrLoopbackPublicURL(t *testing.T) {

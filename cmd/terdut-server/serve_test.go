@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/terdut-server/terdut-server/internal/pgtest"
+	"github.com/terdut-server/terdut-server/test/harness/pgtest"
 )
 
 // startTimeout bounds how long a server may take to migrate and listen, and to stop: a bound

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/terdut-server/terdut-server/internal/certfile/certtest"
-	"github.com/terdut-server/terdut-server/internal/pgtest"
+	"github.com/terdut-server/terdut-server/test/harness/certtest"
+	"github.com/terdut-server/terdut-server/test/harness/pgtest"
 )
 
 // TestServe_FailedHandshakeLines: anyone can open a connection and fail its TLS handshake,

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/terdut-server/terdut-server/internal/apitest"
+	"github.com/terdut-server/terdut-server/test/harness/apitest"
 )
 
 type apiKeyBody struct {

@@ -6,8 +6,8 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/terdut-server/terdut-server/internal/apitest"
 	"github.com/terdut-server/terdut-server/internal/store"
+	"github.com/terdut-server/terdut-server/test/harness/apitest"
 )
 
 type auditPage struct {

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/terdut-server/terdut-server/client"
-	"github.com/terdut-server/terdut-server/internal/apitest"
 	"github.com/terdut-server/terdut-server/internal/store"
+	"github.com/terdut-server/terdut-server/test/harness/apitest"
 )
 
 // The contract test decodes every answer of the users and keys API into client-side types,

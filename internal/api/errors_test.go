@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/terdut-server/terdut-server/internal/apitest"
+	"github.com/terdut-server/terdut-server/test/harness/apitest"
 )
 
 // coreEndpoints are the endpoints that need a user: each with a body it would accept.

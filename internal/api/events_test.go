@@ -9,10 +9,10 @@ import (
 	"testing"
 
 	"github.com/terdut-server/terdut-server/internal/api"
-	"github.com/terdut-server/terdut-server/internal/apitest"
-	"github.com/terdut-server/terdut-server/internal/oidctest"
-	"github.com/terdut-server/terdut-server/internal/pgtest"
 	"github.com/terdut-server/terdut-server/internal/store"
+	"github.com/terdut-server/terdut-server/test/harness/apitest"
+	"github.com/terdut-server/terdut-server/test/harness/oidctest"
+	"github.com/terdut-server/terdut-server/test/harness/pgtest"
 )
 
 // logLine is one line of an instance's JSON log.

@@ -7,8 +7,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/terdut-server/terdut-server/internal/apitest"
 	"github.com/terdut-server/terdut-server/internal/store"
+	"github.com/terdut-server/terdut-server/test/harness/apitest"
 )
 
 // TestMetrics_RequestSeries checks that concurrent requests land in the series of their own

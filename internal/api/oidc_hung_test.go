@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/terdut-server/terdut-server/internal/api"
-	"github.com/terdut-server/terdut-server/internal/apitest"
-	"github.com/terdut-server/terdut-server/internal/pgtest"
-	"github.com/terdut-server/terdut-server/internal/stalltest"
 	"github.com/terdut-server/terdut-server/internal/store"
+	"github.com/terdut-server/terdut-server/test/harness/apitest"
+	"github.com/terdut-server/terdut-server/test/harness/pgtest"
+	"github.com/terdut-server/terdut-server/test/harness/stalltest"
 )
 
 // TestOIDC_ProviderHung: with --oidc-issuer at a provider that accepts and never answers, or

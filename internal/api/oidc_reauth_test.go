@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/terdut-server/terdut-server/internal/api"
-	"github.com/terdut-server/terdut-server/internal/apitest"
-	"github.com/terdut-server/terdut-server/internal/oidctest"
+	"github.com/terdut-server/terdut-server/test/harness/apitest"
+	"github.com/terdut-server/terdut-server/test/harness/oidctest"
 )
 
 // signInWithAuthTime signs alice in, the provider saying she authenticated at authTime (nil:

@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/terdut-server/terdut-server/internal/api"
-	"github.com/terdut-server/terdut-server/internal/apitest"
-	"github.com/terdut-server/terdut-server/internal/oidctest"
-	"github.com/terdut-server/terdut-server/internal/pgtest"
 	"github.com/terdut-server/terdut-server/internal/store"
+	"github.com/terdut-server/terdut-server/test/harness/apitest"
+	"github.com/terdut-server/terdut-server/test/harness/oidctest"
+	"github.com/terdut-server/terdut-server/test/harness/pgtest"
 )
 
 // count runs a SELECT count(*) query directly on srv's database.

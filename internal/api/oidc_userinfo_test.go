@@ -8,10 +8,10 @@ import (
 	"testing"
 
 	"github.com/terdut-server/terdut-server/internal/api"
-	"github.com/terdut-server/terdut-server/internal/apitest"
-	"github.com/terdut-server/terdut-server/internal/oidctest"
-	"github.com/terdut-server/terdut-server/internal/pgtest"
 	"github.com/terdut-server/terdut-server/internal/store"
+	"github.com/terdut-server/terdut-server/test/harness/apitest"
+	"github.com/terdut-server/terdut-server/test/harness/oidctest"
+	"github.com/terdut-server/terdut-server/test/harness/pgtest"
 )
 
 // withGroupRules admits the group "users" and makes "ops-admins" admins.

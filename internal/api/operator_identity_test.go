@@ -13,11 +13,11 @@ import (
 	"github.com/go-jose/go-jose/v4"
 
 	"github.com/terdut-server/terdut-server/internal/api"
-	"github.com/terdut-server/terdut-server/internal/apitest"
 	"github.com/terdut-server/terdut-server/internal/opjwt"
-	"github.com/terdut-server/terdut-server/internal/pgtest"
-	"github.com/terdut-server/terdut-server/internal/satest"
 	"github.com/terdut-server/terdut-server/internal/store"
+	"github.com/terdut-server/terdut-server/test/harness/apitest"
+	"github.com/terdut-server/terdut-server/test/harness/pgtest"
+	"github.com/terdut-server/terdut-server/test/harness/satest"
 )
 
 const (

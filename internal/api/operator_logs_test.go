@@ -14,8 +14,8 @@ import (
 
 	"github.com/go-jose/go-jose/v4"
 
-	"github.com/terdut-server/terdut-server/internal/apitest"
-	"github.com/terdut-server/terdut-server/internal/satest"
+	"github.com/terdut-server/terdut-server/test/harness/apitest"
+	"github.com/terdut-server/terdut-server/test/harness/satest"
 )
 
 // refusalLines returns the log lines of refused service-account tokens for reason.

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/terdut-server/terdut-server/internal/apitest"
+	"github.com/terdut-server/terdut-server/test/harness/apitest"
 )
 
 // TestPasswordSet_Policy: the password rules answer over the API as JSON errors with their

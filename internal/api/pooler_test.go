@@ -8,10 +8,10 @@ import (
 	"testing"
 
 	"github.com/terdut-server/terdut-server/internal/api"
-	"github.com/terdut-server/terdut-server/internal/apitest"
-	"github.com/terdut-server/terdut-server/internal/pgbouncertest"
-	"github.com/terdut-server/terdut-server/internal/pgtest"
 	"github.com/terdut-server/terdut-server/internal/store"
+	"github.com/terdut-server/terdut-server/test/harness/apitest"
+	"github.com/terdut-server/terdut-server/test/harness/pgbouncertest"
+	"github.com/terdut-server/terdut-server/test/harness/pgtest"
 )
 
 // pooledReplicas starts n instances over the database at dbURL through a transaction-mode

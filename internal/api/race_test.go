@@ -9,9 +9,9 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
-	"github.com/terdut-server/terdut-server/internal/apitest"
-	"github.com/terdut-server/terdut-server/internal/oidctest"
-	"github.com/terdut-server/terdut-server/internal/pgtest"
+	"github.com/terdut-server/terdut-server/test/harness/apitest"
+	"github.com/terdut-server/terdut-server/test/harness/oidctest"
+	"github.com/terdut-server/terdut-server/test/harness/pgtest"
 )
 
 // The size of the race: rounds, each on a fresh database, and the people signing in in each round.

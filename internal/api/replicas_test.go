@@ -8,10 +8,10 @@ import (
 	"testing"
 
 	"github.com/terdut-server/terdut-server/internal/api"
-	"github.com/terdut-server/terdut-server/internal/apitest"
-	"github.com/terdut-server/terdut-server/internal/oidctest"
-	"github.com/terdut-server/terdut-server/internal/pgtest"
 	"github.com/terdut-server/terdut-server/internal/store"
+	"github.com/terdut-server/terdut-server/test/harness/apitest"
+	"github.com/terdut-server/terdut-server/test/harness/oidctest"
+	"github.com/terdut-server/terdut-server/test/harness/pgtest"
 )
 
 // publicURL is where the replicas of a test are reached, as behind one load balancer: every

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/terdut-server/terdut-server/internal/apitest"
+	"github.com/terdut-server/terdut-server/test/harness/apitest"
 )
 
 // TestSignInRefusalEventsBounded: anyone can send a single sign-on callback, or a sign-in

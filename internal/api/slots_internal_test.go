@@ -13,8 +13,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"golang.org/x/crypto/bcrypt"
 
-	"github.com/terdut-server/terdut-server/internal/pgtest"
 	"github.com/terdut-server/terdut-server/internal/store"
+	"github.com/terdut-server/terdut-server/test/harness/pgtest"
 )
 
 // slotsFixture is one server with a single check slot over a claimed install, the principal's

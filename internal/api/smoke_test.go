@@ -4,8 +4,8 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/terdut-server/terdut-server/internal/apitest"
 	"github.com/terdut-server/terdut-server/internal/store"
+	"github.com/terdut-server/terdut-server/test/harness/apitest"
 )
 
 func TestSmoke_ClaimThenLogin(t *testing.T) {

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/terdut-server/terdut-server/internal/apitest"
 	"github.com/terdut-server/terdut-server/internal/store"
+	"github.com/terdut-server/terdut-server/test/harness/apitest"
 )
 
 // mustAddPeople adds n people named prefix-1… directly in the database, as a bulk load would

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/terdut-server/terdut-server/internal/apitest"
-	"github.com/terdut-server/terdut-server/internal/certfile/certtest"
+	"github.com/terdut-server/terdut-server/test/harness/apitest"
+	"github.com/terdut-server/terdut-server/test/harness/certtest"
 )
 
 // secretDir is a directory laid out as Kubernetes mounts a Secret: tls.crt and tls.key are

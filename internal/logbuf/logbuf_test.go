@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/terdut-server/terdut-server/internal/apitest"
 	"github.com/terdut-server/terdut-server/internal/logbuf"
+	"github.com/terdut-server/terdut-server/test/harness/apitest"
 )
 
 // TestWriter: held lines wait for the timer, a full buffer or a line that goes out at once

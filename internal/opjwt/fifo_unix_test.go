@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/terdut-server/terdut-server/internal/opjwt"
-	"github.com/terdut-server/terdut-server/internal/satest"
+	"github.com/terdut-server/terdut-server/test/harness/satest"
 )
 
 // TestVerify_TokenFileIsAFIFO: a FIFO at the server's own token file (opened for reading, it

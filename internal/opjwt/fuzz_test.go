@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/terdut-server/terdut-server/internal/opjwt"
-	"github.com/terdut-server/terdut-server/internal/satest"
+	"github.com/terdut-server/terdut-server/test/harness/satest"
 )
 
 // FuzzVerify: whatever the Bearer value, Verify neither panics nor accepts anything but a

@@ -20,7 +20,7 @@ import (
 	"github.com/go-jose/go-jose/v4"
 
 	"github.com/terdut-server/terdut-server/internal/opjwt"
-	"github.com/terdut-server/terdut-server/internal/satest"
+	"github.com/terdut-server/terdut-server/test/harness/satest"
 )
 
 const (

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/terdut-server/terdut-server/internal/opjwt"
-	"github.com/terdut-server/terdut-server/internal/satest"
+	"github.com/terdut-server/terdut-server/test/harness/satest"
 )
 
 // TestVerify_ReviewAudiences: the token review asks the API server about terdut-server's

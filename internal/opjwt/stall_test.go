@@ -16,8 +16,8 @@ import (
 	"github.com/go-jose/go-jose/v4"
 
 	"github.com/terdut-server/terdut-server/internal/opjwt"
-	"github.com/terdut-server/terdut-server/internal/satest"
-	"github.com/terdut-server/terdut-server/internal/stalltest"
+	"github.com/terdut-server/terdut-server/test/harness/satest"
+	"github.com/terdut-server/terdut-server/test/harness/stalltest"
 )
 
 // TestVerify_KnownKeyWhileRefreshHangs: a token naming a key nobody published makes the

@@ -13,8 +13,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/terdut-server/terdut-server/internal/pgtest"
 	"github.com/terdut-server/terdut-server/internal/store"
+	"github.com/terdut-server/terdut-server/test/harness/pgtest"
 )
 
 func TestAPIKeys_Create(t *testing.T) {

@@ -8,8 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/terdut-server/terdut-server/internal/pgtest"
 	"github.com/terdut-server/terdut-server/internal/store"
+	"github.com/terdut-server/terdut-server/test/harness/pgtest"
 )
 
 // What a replica of a version before the gate runs, as the pre-gate code wrote it: a person

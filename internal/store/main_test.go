@@ -5,9 +5,9 @@ import (
 	"os"
 	"testing"
 
-	"github.com/terdut-server/terdut-server/internal/apitest"
-	"github.com/terdut-server/terdut-server/internal/pgtest"
 	"github.com/terdut-server/terdut-server/internal/store"
+	"github.com/terdut-server/terdut-server/test/harness/apitest"
+	"github.com/terdut-server/terdut-server/test/harness/pgtest"
 )
 
 func TestMain(m *testing.M) {

@@ -15,9 +15,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/terdut-server/terdut-server/internal/pgbouncertest"
-	"github.com/terdut-server/terdut-server/internal/pgtest"
 	"github.com/terdut-server/terdut-server/internal/store"
+	"github.com/terdut-server/terdut-server/test/harness/pgbouncertest"
+	"github.com/terdut-server/terdut-server/test/harness/pgtest"
 )
 
 // envHolder, in a child test process, names the database URL (through a pooler) on which the

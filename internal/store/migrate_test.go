@@ -11,9 +11,9 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
 	"github.com/pressly/goose/v3"
 
-	"github.com/terdut-server/terdut-server/internal/pgtest"
 	"github.com/terdut-server/terdut-server/internal/store"
 	"github.com/terdut-server/terdut-server/migrations"
+	"github.com/terdut-server/terdut-server/test/harness/pgtest"
 )
 
 // latestVersion is how many migrations this binary ships.

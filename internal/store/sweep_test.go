@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/terdut-server/terdut-server/internal/pgtest"
 	"github.com/terdut-server/terdut-server/internal/store"
+	"github.com/terdut-server/terdut-server/test/harness/pgtest"
 )
 
 // mustDeadSessions inserts n sessions of the user, revoked when revoked, else expired.

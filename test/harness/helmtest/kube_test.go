@@ -1,0 +1,267 @@
+//go:build chart
+
+package helmtest
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/terdut-server/terdut-server/test/harness/kubetest"
+)
+
+// crdBound bounds how long a CRD may take to be served: a hang, not the speed.
+const crdBound = time.Minute
+
+// startCluster starts a real API server with the CRDs the chart's objects need: Gateway
+// API's standard channel and the Prometheus Operator's ServiceMonitor and PrometheusRule.
+func startCluster(t *testing.T) *kubetest.APIServer {
+	t.Helper()
+	tl := tools(t)
+	a := kubetest.Start(t, kubetest.Options{})
+	files, err := GatewayCRDs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	monitoring, err := MonitoringCRDs(tl, t.TempDir(), "servicemonitors", "prometheusrules")
+	if err != nil {
+		t.Fatal(err)
+	}
+	zalando, err := ZalandoCRD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, f := range append(append(files, monitoring...), zalando) {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs, err := a.Apply(b)
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		for _, o := range objs {
+			if o.Kind == "CustomResourceDefinition" {
+				names = append(names, o.Name)
+			}
+		}
+	}
+	for _, name := range names {
+		waitEstablished(t, a, name)
+	}
+	return a
+}
+
+// waitEstablished waits until the API server serves the CRD name.
+func waitEstablished(t *testing.T, a *kubetest.APIServer, name string) {
+	t.Helper()
+	deadline := time.Now().Add(crdBound)
+	for {
+		var crd struct {
+			Status struct {
+				Conditions []struct{ Type, Status string } `json:"conditions"`
+			} `json:"status"`
+		}
+		a.MustDo(http.MethodGet, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"+name, nil, &crd, http.StatusOK)
+		if slices.ContainsFunc(crd.Status.Conditions, func(c struct{ Type, Status string }) bool {
+			return c.Type == "Established" && c.Status == "True"
+		}) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the CRD %s: not established within %s", name, crdBound)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// TestKubeChart applies every preset's rendering to a real API server with server-side apply
+// and strict field validation (each in a namespace of its own), then installs, upgrades and
+// rolls back a release with helm against it.
+func TestKubeChart(t *testing.T) {
+	a := startCluster(t)
+
+	t.Run("ApplyPresets", func(t *testing.T) {
+		for _, p := range presets(t) {
+			t.Run(p, func(t *testing.T) {
+				ns := "terdut-" + p
+				manifest := render(t, ns, "-f", presetFile(t, p), "--set", "createNamespace=true")
+				want := objects(t, manifest)
+				got, err := a.Apply(manifest)
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				if len(got) != len(want) {
+					t.Errorf("got %d objects applied (%v), want every one of the %d rendered", len(got), got, len(want))
+				}
+			})
+		}
+	})
+
+	// docs/install.md's postgresql resource, as Zalando's postgres-operator defines it: every
+	// field known to its CRD, and the names the zalando preset reads (the credentials Secret
+	// of its user, the pooler's Service) the ones the operator makes from it.
+	t.Run("ZalandoExample", func(t *testing.T) {
+		doc := zalandoExample(t)
+		if _, err := a.Apply([]byte("apiVersion: v1\nkind: Namespace\nmetadata: {name: terdut}\n")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.Apply([]byte(doc)); err != nil {
+			t.Fatalf("docs/install.md's postgresql resource refused: %v", err)
+		}
+		var pg struct {
+			Metadata struct{ Name string } `yaml:"metadata"`
+			Spec     struct {
+				Users                  map[string][]string   `yaml:"users"`
+				EnableConnectionPooler bool                  `yaml:"enableConnectionPooler"`
+				ConnectionPooler       struct{ Mode string } `yaml:"connectionPooler"`
+			} `yaml:"spec"`
+		}
+		if err := yaml.Unmarshal([]byte(doc), &pg); err != nil {
+			t.Fatal(err)
+		}
+		var values struct {
+			Database struct {
+				Pooler  string `yaml:"pooler"`
+				Zalando struct {
+					SecretName string `yaml:"secretName"`
+					Host       string `yaml:"host"`
+				} `yaml:"zalando"`
+			} `yaml:"database"`
+		}
+		b, err := os.ReadFile(presetFile(t, "zalando"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := yaml.Unmarshal(b, &values); err != nil {
+			t.Fatal(err)
+		}
+		z := values.Database.Zalando
+		if _, ok := pg.Spec.Users["terdut"]; !ok || z.SecretName != "terdut."+pg.Metadata.Name+".credentials.postgresql.acid.zalan.do" {
+			t.Errorf("the zalando preset reads the Secret %q; the example's cluster %q with users %v makes <user>.%s.credentials.postgresql.acid.zalan.do",
+				z.SecretName, pg.Metadata.Name, pg.Spec.Users, pg.Metadata.Name)
+		}
+		if !pg.Spec.EnableConnectionPooler || pg.Spec.ConnectionPooler.Mode != "transaction" ||
+			z.Host != pg.Metadata.Name+"-pooler" || values.Database.Pooler != "transaction" {
+			t.Errorf("the example's pooler (enabled %v, mode %q) and the preset's host %q, pooler %q: want the transaction-mode pooler's Service %s-pooler with pooler: transaction",
+				pg.Spec.EnableConnectionPooler, pg.Spec.ConnectionPooler.Mode, z.Host, values.Database.Pooler, pg.Metadata.Name)
+		}
+	})
+
+	t.Run("InstallUpgradeRollback", func(t *testing.T) {
+		const ns = "terdut-helm"
+		kubeconfig := a.Kubeconfig()
+		run := func(args ...string) string {
+			t.Helper()
+			out, errOut, err := helm(t, append(args, "--kubeconfig", kubeconfig, "--namespace", ns)...)
+			if err != nil {
+				t.Fatalf("helm %s: %v\n%s%s", strings.Join(args, " "), err, out, errOut)
+			}
+			return out
+		}
+		exists := func(path string) bool {
+			t.Helper()
+			status, body := a.Do(http.MethodGet, path, nil)
+			if status != http.StatusOK && status != http.StatusNotFound {
+				t.Fatalf("GET %s: %d %s", path, status, body)
+			}
+			return status == http.StatusOK
+		}
+		args := func() []string {
+			t.Helper()
+			var d struct {
+				Spec struct {
+					Template struct {
+						Spec struct {
+							Containers []struct {
+								Args []string `json:"args"`
+							} `json:"containers"`
+						} `json:"spec"`
+					} `json:"template"`
+				} `json:"spec"`
+			}
+			a.MustDo(http.MethodGet, "/apis/apps/v1/namespaces/"+ns+"/deployments/terdut-server", nil, &d, http.StatusOK)
+			return d.Spec.Template.Spec.Containers[0].Args
+		}
+		ingress := "/apis/networking.k8s.io/v1/namespaces/" + ns + "/ingresses/terdut-server"
+		route := "/apis/gateway.networking.k8s.io/v1/namespaces/" + ns + "/httproutes/terdut-server"
+		monitor := "/apis/monitoring.coreos.com/v1/namespaces/" + ns + "/servicemonitors/terdut-server"
+		rule := "/apis/monitoring.coreos.com/v1/namespaces/" + ns + "/prometheusrules/terdut-server"
+		account := "/api/v1/namespaces/" + ns + "/serviceaccounts/terdut-server"
+
+		// Revision 1: the operator's token, an Ingress.
+		run("install", "terdut-server", chartDir(t), "--create-namespace", "-f", presetFile(t, "token"))
+		if !slices.Contains(args(), "--operator-token-file=/etc/terdut/operator-token/token") || !exists(ingress) || exists(route) {
+			t.Fatalf("after install: got args %q, Ingress %v, HTTPRoute %v; want the token preset's", args(), exists(ingress), exists(route))
+		}
+		// Revision 2: Zalando's database, an HTTPRoute, the ServiceMonitor and the alerts.
+		run("upgrade", "terdut-server", chartDir(t), "-f", presetFile(t, "zalando"))
+		if exists(ingress) || !exists(route) || !exists(monitor) || !exists(rule) {
+			t.Errorf("after upgrade: got Ingress %v, HTTPRoute %v, ServiceMonitor %v, PrometheusRule %v; want all but the Ingress",
+				exists(ingress), exists(route), exists(monitor), exists(rule))
+		}
+		// Revision 3: the service-account identity of kubeadm's layout.
+		run("upgrade", "terdut-server", chartDir(t), "-f", presetFile(t, "kubeadm"))
+		if !exists(account) || slices.Contains(args(), "--operator-token-file=/etc/terdut/operator-token/token") {
+			t.Errorf("after the second upgrade: got ServiceAccount %v and args %q; want the account and no token file", exists(account), args())
+		}
+		// A mistyped value is refused before anything changes.
+		if out, errOut, err := helm(t, "upgrade", "terdut-server", chartDir(t), "-f", presetFile(t, "kubeadm"), "--set", "replicas=two",
+			"--kubeconfig", kubeconfig, "--namespace", ns); err == nil {
+			t.Errorf("upgrade with replicas=two: got success %s, want a refusal", out)
+		} else if !strings.Contains(errOut, "replicas") {
+			t.Errorf("upgrade with replicas=two: got %q, want a refusal naming replicas", errOut)
+		}
+		// Revision 4: back to revision 1.
+		run("rollback", "terdut-server", "1")
+		if !slices.Contains(args(), "--operator-token-file=/etc/terdut/operator-token/token") || !exists(ingress) ||
+			exists(route) || exists(monitor) || exists(rule) || exists(account) {
+			t.Errorf("after rollback to 1: got args %q, Ingress %v, HTTPRoute %v, ServiceMonitor %v, PrometheusRule %v, ServiceAccount %v; want revision 1's",
+				args(), exists(ingress), exists(route), exists(monitor), exists(rule), exists(account))
+		}
+		var history []struct {
+			Revision int    `json:"revision"`
+			Status   string `json:"status"`
+		}
+		if err := json.Unmarshal([]byte(run("history", "terdut-server", "-o", "json")), &history); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, h := range history {
+			got = append(got, fmt.Sprintf("%d %s", h.Revision, h.Status))
+		}
+		if want := []string{"1 superseded", "2 superseded", "3 superseded", "4 deployed"}; !slices.Equal(got, want) {
+			t.Errorf("got history %q, want %q", got, want)
+		}
+		run("uninstall", "terdut-server")
+		if exists("/apis/apps/v1/namespaces/" + ns + "/deployments/terdut-server") {
+			t.Errorf("after uninstall: the Deployment is still there")
+		}
+	})
+}
+
+// zalandoExample is the first yaml block of docs/install.md that holds a postgresql resource.
+func zalandoExample(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(chartDir(t), "..", "..", "..", "docs", "install.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, block := range strings.Split(string(b), "```yaml\n")[1:] {
+		block, _, _ = strings.Cut(block, "```")
+		if strings.Contains(block, "apiVersion: acid.zalan.do/v1") && strings.Contains(block, "kind: postgresql") {
+			return block
+		}
+	}
+	t.Fatal("docs/install.md has no yaml block with a postgresql resource")
+	return ""
+}
