@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/terdut-server/terdut-server/internal/store"
@@ -74,7 +75,31 @@ func migrateAndOpen(ctx context.Context, db database, log *slog.Logger) (*store.
 		st.Close()
 		return nil, err
 	}
+	warnSchemaWriters(ctx, st, log)
 	return st, nil
+}
+
+// warnSchemaWriters says loudly, at each start, when roles other than the server's may create
+// objects in the schema where it keeps its own (docs/security.md#the-database): the store's
+// statements hold up against what such a role can plant, but its rights in that schema are
+// more than anyone outside the server should have. It warns rather than refuses: PostgreSQL
+// 14 and older grant every role CREATE on the schema public, and an upgrade must not stop an
+// install that ran yesterday.
+func warnSchemaWriters(ctx context.Context, st *store.Store, log *slog.Logger) {
+	e, err := st.SchemaWriters(ctx)
+	if err != nil {
+		log.Warn("could not read which roles may create in the server's schema", "err", err)
+		return
+	}
+	if !e.Exposed() {
+		return
+	}
+	fix := "REVOKE CREATE ON SCHEMA " + pgx.Identifier{e.Schema}.Sanitize() + " FROM PUBLIC, and from each role named"
+	if len(e.SchemaMakers) > 0 {
+		fix += "; REVOKE CREATE ON DATABASE from the roles that may create schemas, or give the server a schema of its own first on its search_path"
+	}
+	log.Warn("SECURITY: other database roles may create objects where terdut-server keeps its own; a role that can is one step from the server's data and rights (docs/security.md#the-database)",
+		"schema", e.Schema, "exposure", e.String(), "fix", fix)
 }
 
 // loginRefused reports whether err is a refused login (SQLSTATE class 28), or PgBouncer's

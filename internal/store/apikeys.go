@@ -104,7 +104,11 @@ func (s *Store) AuthenticateAPIKey(ctx context.Context, secret string) (User, er
 	defer row.release()
 	hash := row.hashOf(secret)
 	u := &row.u
-	err := s.pool.QueryRow(ctx, s.apiKeySQL, hash).Scan(&row.used, &u.ID, &u.Username, &u.Email,
+	lookup, err := s.apiKeyLookup(ctx)
+	if err != nil {
+		return User{}, err
+	}
+	err = s.pool.QueryRow(ctx, lookup, hash).Scan(&row.used, &u.ID, &u.Username, &u.Email,
 		&row.role, &row.kind, &row.issuer, &row.subject, &u.HasPassword, &u.CreatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return User{}, ErrNotFound
@@ -175,21 +179,48 @@ const authenticateAPIKeySQL = `SELECT ` + lastUsedOld + `,
 	FROM api_keys k JOIN users u ON u.id = k.user_id
 	WHERE k.key_hash = $1 AND k.revoked_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > now())`
 
-// apiKeyOwnerSQL is authenticateAPIKeySQL as a call of the function api_key_owner
-// (migrations/00018_api_key_owner.sql), which answers the same columns from the same query.
-const apiKeyOwnerSQL = `SELECT * FROM api_key_owner($1)`
+// apiKeyOwnerCall is authenticateAPIKeySQL as a call of the function api_key_owner
+// (migrations/00018_api_key_owner.sql), which answers the same columns from the same query;
+// %s is the schema the server's objects are in, quoted (Store.apiKeyLookup). Both the name and
+// the argument are pinned: where the lookup goes as a call, its argument reaches Postgres
+// untyped (simple_protocol and exec send it as text; cache_describe asks Postgres its type),
+// and Postgres prefers a text-typed overload for an untyped argument, so without the cast
+// another role's api_key_owner(text) in the same schema would be called instead, with the
+// server's rights and answering for any key; without the schema, one in a schema earlier in
+// the search_path. The function's own search_path is pinned too (00019).
+const apiKeyOwnerCall = `SELECT * FROM %s.api_key_owner($1::bytea)`
 
-// apiKeyStatement returns the API-key lookup for the statement mode pgx runs in. With pgx's
-// default, the lookup is prepared once per connection and runs from its cached plan. In every
-// other mode (behind a transaction-mode pooler above all) it would be parsed and planned on
-// every request; the function's plan is kept by the server connection instead, which doubled
-// the lookups Postgres answers a second behind PgBouncer (docs/pooler.md#figures). Directly,
-// the prepared statement is the cheaper: the function adds a call to a plan already cached.
-func apiKeyStatement(mode pgx.QueryExecMode) string {
-	if mode == pgx.QueryExecModeCacheStatement {
-		return authenticateAPIKeySQL
+// apiKeyStatement says whether the API-key lookup goes as a call of api_key_owner in the
+// statement mode pgx runs in. With pgx's default, the lookup is prepared once per connection
+// and runs from its cached plan. In every other mode (behind a transaction-mode pooler above
+// all) it would be parsed and planned on every request; the function's plan is kept by the
+// server connection instead, which doubled the lookups Postgres answers a second behind
+// PgBouncer (docs/pooler.md#figures). Directly, the prepared statement is the cheaper: the
+// function adds a call to a plan already cached.
+func apiKeyStatement(mode pgx.QueryExecMode) (callsFunction bool) {
+	return mode != pgx.QueryExecModeCacheStatement
+}
+
+// apiKeyLookup returns AuthenticateAPIKey's statement: authenticateAPIKeySQL where pgx prepares
+// and caches statements, else the call of api_key_owner in the schema the server's objects
+// are in, current_schema(), read once per Store (a failed read is tried again by the next call).
+func (s *Store) apiKeyLookup(ctx context.Context) (string, error) {
+	if !s.apiKeyCalls {
+		return authenticateAPIKeySQL, nil
 	}
-	return apiKeyOwnerSQL
+	if sql := s.apiKeyCall.Load(); sql != nil {
+		return *sql, nil
+	}
+	var schema *string
+	if err := s.pool.QueryRow(ctx, `SELECT pg_catalog.current_schema()`).Scan(&schema); err != nil {
+		return "", wrap(err, "find the server's schema")
+	}
+	if schema == nil {
+		return "", fmt.Errorf("find the server's schema: no schema of the search_path exists")
+	}
+	sql := fmt.Sprintf(apiKeyOwnerCall, pgx.Identifier{*schema}.Sanitize())
+	s.apiKeyCall.Store(&sql)
+	return sql, nil
 }
 
 // lockUser takes the user's row FOR UPDATE, before revokeUserKeys: a key create for the user

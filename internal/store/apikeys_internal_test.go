@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -27,15 +28,28 @@ func TestAPIKeyRow_HashAndClear(t *testing.T) {
 // TestAPIKeyStatement: the lookup is the prepared statement only where pgx caches statements;
 // in every other mode, the function, whose plan the server connection keeps.
 func TestAPIKeyStatement(t *testing.T) {
-	for mode, want := range map[pgx.QueryExecMode]string{
-		pgx.QueryExecModeCacheStatement: authenticateAPIKeySQL,
-		pgx.QueryExecModeCacheDescribe:  apiKeyOwnerSQL,
-		pgx.QueryExecModeDescribeExec:   apiKeyOwnerSQL,
-		pgx.QueryExecModeExec:           apiKeyOwnerSQL,
-		pgx.QueryExecModeSimpleProtocol: apiKeyOwnerSQL,
+	for mode, want := range map[pgx.QueryExecMode]bool{
+		pgx.QueryExecModeCacheStatement: false,
+		pgx.QueryExecModeCacheDescribe:  true,
+		pgx.QueryExecModeDescribeExec:   true,
+		pgx.QueryExecModeExec:           true,
+		pgx.QueryExecModeSimpleProtocol: true,
 	} {
 		if got := apiKeyStatement(mode); got != want {
-			t.Errorf("mode %v: got %q, want %q", mode, got, want)
+			t.Errorf("mode %v: calls the function %v, want %v", mode, got, want)
+		}
+	}
+}
+
+// TestAPIKeyOwnerCall: the call names the schema, quoted, and types its argument, so that no
+// overload of another role's, in that schema or another, can be chosen for it.
+func TestAPIKeyOwnerCall(t *testing.T) {
+	for schema, want := range map[string]string{
+		"public":     `SELECT * FROM "public".api_key_owner($1::bytea)`,
+		`Odd "name"`: `SELECT * FROM "Odd ""name""".api_key_owner($1::bytea)`,
+	} {
+		if got := fmt.Sprintf(apiKeyOwnerCall, pgx.Identifier{schema}.Sanitize()); got != want {
+			t.Errorf("schema %q: got %s, want %s", schema, got, want)
 		}
 	}
 }

@@ -1,5 +1,10 @@
 package store
 
+import (
+	"context"
+	"fmt"
+)
+
 // The statements the plan tests (plans_test.go) explain: what the store runs, as it runs it.
 
 // SweepStatements are Sweep's statements for sessions, API keys and set-password links, as SQL
@@ -32,8 +37,12 @@ var EventsQuery = eventsQuery
 // UsersAfterQuery is UsersAfter's statement ($1 after, $2 limit).
 const UsersAfterQuery = usersAfterQuery
 
-// The two forms of the API-key lookup (apikeys.go), which must answer alike.
-const (
+// The two forms of the API-key lookup (apikeys.go), which must answer alike: the statement,
+// and the call of api_key_owner in the schema public, where the tests' databases keep it.
+var (
 	AuthenticateAPIKeySQL = authenticateAPIKeySQL
-	APIKeyOwnerSQL        = apiKeyOwnerSQL
+	APIKeyOwnerSQL        = fmt.Sprintf(apiKeyOwnerCall, `"public"`)
 )
+
+// APIKeyLookup is the API-key lookup st makes in its statement mode.
+func APIKeyLookup(ctx context.Context, st *Store) (string, error) { return st.apiKeyLookup(ctx) }

@@ -63,7 +63,7 @@ func (s *Store) SignInSSO(ctx context.Context, id SSOIdentity, ttl time.Duration
 		// twenty first sign-ins of one new person at once raced their inserts into users' two
 		// unique indexes, and about one run in forty Postgres broke a deadlock between them by
 		// failing a sign-in (TestSSO_SignIn/Concurrent). Other people's sign-ins do not wait.
-		batch.Queue(`SELECT pg_advisory_xact_lock(hashtextextended($1 || chr(10) || $2, 0))`, id.Issuer, id.Subject)
+		batch.Queue(`SELECT pg_advisory_xact_lock(pg_catalog.hashtextextended($1 || chr(10) || $2, 0))`, id.Issuer, id.Subject)
 		batch.Queue(`SELECT ` + gateChecked) // this transaction decides the gate, on or off
 		if gate == GateOn {
 			batch.Queue(`SELECT state = 'complete' FROM bootstrap_state FOR SHARE`).

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -36,9 +37,10 @@ var (
 type Store struct {
 	pool *pgxpool.Pool
 	now  func() time.Time
-	// apiKeySQL is AuthenticateAPIKey's statement: authenticateAPIKeySQL where pgx prepares
-	// and caches statements, apiKeyOwnerSQL where it cannot (apiKeyStatement).
-	apiKeySQL string
+	// apiKeyCalls says AuthenticateAPIKey calls api_key_owner (apiKeyStatement), in the
+	// statement apiKeyCall once apiKeyLookup has made it.
+	apiKeyCalls bool
+	apiKeyCall  atomic.Pointer[string]
 }
 
 // Open connects to the database at url. It does not migrate; see Migrate and CheckSchema.
@@ -63,7 +65,7 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
 	}
-	return &Store{pool: pool, now: time.Now, apiKeySQL: apiKeyStatement(cfg.ConnConfig.DefaultQueryExecMode)}, nil
+	return &Store{pool: pool, now: time.Now, apiKeyCalls: apiKeyStatement(cfg.ConnConfig.DefaultQueryExecMode)}, nil
 }
 
 // pingAfterIdle is how long a pooled connection may sit idle before it is pinged when taken.

@@ -38,13 +38,13 @@ func throttleKey(username string) []byte {
 const reserveAttempt = `
 	INSERT INTO login_attempts AS a (key, attempts, pending, admitted) %s
 	ON CONFLICT (key) DO UPDATE SET (attempts, pending, admitted, touched_at) = (
-		SELECT recent, CASE WHEN counted < $3 THEN running || now() ELSE running END, counted < $3, now()
-		FROM (SELECT recent, running, cardinality(recent) + cardinality(running) AS counted
-			FROM (SELECT ARRAY(SELECT t FROM unnest(a.attempts) t WHERE t > now() - $2::interval) AS recent,
-				ARRAY(SELECT t FROM unnest(a.pending) t WHERE t > now() - $6::interval) AS running) r) c)
+		SELECT recent, CASE WHEN counted < $3 THEN running OPERATOR(pg_catalog.||) now() ELSE running END, counted < $3, now()
+		FROM (SELECT recent, running, pg_catalog.cardinality(recent) + pg_catalog.cardinality(running) AS counted
+			FROM (SELECT ARRAY(SELECT t FROM pg_catalog.unnest(a.attempts) t WHERE t > now() - $2::interval) AS recent,
+				ARRAY(SELECT t FROM pg_catalog.unnest(a.pending) t WHERE t > now() - $6::interval) AS running) r) c)
 	RETURNING a.admitted, now() AS at, coalesce(least(
-		(SELECT min(t) FROM unnest(a.attempts) t) + $2::interval,
-		(SELECT min(t) FROM unnest(a.pending) t) + $6::interval) - now(), '0'::interval) AS retry`
+		(SELECT min(t) FROM pg_catalog.unnest(a.attempts) t) + $2::interval,
+		(SELECT min(t) FROM pg_catalog.unnest(a.pending) t) + $6::interval) - now(), '0'::interval) AS retry`
 
 // sweepAttempts deletes a few rows of usernames nobody tried within the window $2 (other than
 // $1's, which the same statement reserves), skipping rows others hold: each reservation
@@ -58,7 +58,8 @@ const sweepAttempts = `DELETE FROM login_attempts WHERE key IN (
 
 // releaseAttempt removes one reserved time (parameter %[2]s) from a key's (%[1]s) running checks.
 const releaseAttempt = `UPDATE login_attempts SET pending =
-		pending[:array_position(pending, %[2]s::timestamptz) - 1] || pending[array_position(pending, %[2]s::timestamptz) + 1:]
+		pending[:pg_catalog.array_position(pending, %[2]s::timestamptz) - 1]
+			OPERATOR(pg_catalog.||) pending[pg_catalog.array_position(pending, %[2]s::timestamptz) + 1:]
 	WHERE key = %[1]s AND %[2]s::timestamptz = ANY(pending)`
 
 // ReleaseAttempt gives back a reserved check that was not a failed guess: the password was
@@ -82,9 +83,10 @@ func (s *Store) FailedAttempt(ctx context.Context, a Attempt) error {
 	}
 	_, err := s.pool.Exec(ctx, `INSERT INTO login_attempts AS a (key, attempts, admitted) VALUES ($1, ARRAY[now()], true)
 		ON CONFLICT (key) DO UPDATE SET touched_at = now(),
-			attempts = ARRAY(SELECT t FROM unnest(a.attempts) t WHERE t > now() - $3::interval) || now(),
+			attempts = ARRAY(SELECT t FROM pg_catalog.unnest(a.attempts) t WHERE t > now() - $3::interval) OPERATOR(pg_catalog.||) now(),
 			pending = CASE WHEN $2::timestamptz = ANY(a.pending) THEN
-				a.pending[:array_position(a.pending, $2::timestamptz) - 1] || a.pending[array_position(a.pending, $2::timestamptz) + 1:]
+				a.pending[:pg_catalog.array_position(a.pending, $2::timestamptz) - 1]
+					OPERATOR(pg_catalog.||) a.pending[pg_catalog.array_position(a.pending, $2::timestamptz) + 1:]
 				ELSE a.pending END`,
 		a.key, *a.at, a.window)
 	return wrap(err, "count a failed sign-in attempt")
