@@ -36,9 +36,12 @@ type ResetResult struct {
 	Generation      int64
 	RevokedAPIKeys  int64
 	RevokedSessions int64
+	// RevokedIntegrationKeys are the live integration keys the principal had created.
+	RevokedIntegrationKeys int64
 }
 
-// Reset reopens the claim: it revokes the bootstrap principal's keys and sessions and sets the
+// Reset reopens the claim: it revokes the bootstrap principal's keys, sessions and the
+// integration keys it created, and sets the
 // state to pending, in one transaction with its audit row. No other user, and nothing of
 // theirs, is changed. Resetting a pending install succeeds and revokes nothing.
 // With a non-zero limit it returns *RateLimitedError past limit.Max resets in limit.Window.
@@ -63,12 +66,18 @@ func (s *Store) Reset(ctx context.Context, who AuditInfo, limit RateLimit) (Rese
 			if res.RevokedSessions, err = revokeUserSessions(ctx, tx, *b.PrincipalID); err != nil {
 				return err
 			}
+			if res.RevokedIntegrationKeys, err = revokeIntegrationKeysBy(ctx, tx, *b.PrincipalID); err != nil {
+				return err
+			}
 		}
 		_, err = tx.Exec(ctx, `UPDATE bootstrap_state SET state = 'pending', last_reset_at = now()`)
 		if err != nil {
 			return wrap(err, "mark pending")
 		}
 		detail := fmt.Sprintf("was %s; revoked %d API keys, %d sessions", b.State, res.RevokedAPIKeys, res.RevokedSessions)
+		if res.RevokedIntegrationKeys > 0 {
+			detail += fmt.Sprintf(", %d integration keys", res.RevokedIntegrationKeys)
+		}
 		return appendAudit(ctx, tx, "reset", who, b.Generation, StatePending, detail)
 	})
 	if err != nil {

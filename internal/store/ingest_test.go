@@ -1,0 +1,375 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/terdut-server/terdut-server/internal/store"
+	"github.com/terdut-server/terdut-server/test/harness/pgtest"
+)
+
+// mustIntegration creates an integration and returns what its key stands for.
+func mustIntegration(tb testing.TB, st *store.Store, name string) store.IntegrationCaller {
+	tb.Helper()
+	ctx := context.Background()
+	_, secret, err := st.CreateIntegration(ctx, store.NewIntegration{Name: name})
+	if err != nil {
+		tb.Fatalf("create integration %s: %v", name, err)
+	}
+	c, err := st.AuthenticateIntegration(ctx, secret)
+	if err != nil {
+		tb.Fatalf("authenticate integration %s: %v", name, err)
+	}
+	return c
+}
+
+var t0 = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+
+// firing and resolved are alerts of a notification.
+func firing(name, fingerprint string, startsAt time.Time, labels ...string) store.NotifiedAlert {
+	l := map[string]string{"alertname": name}
+	for i := 0; i+1 < len(labels); i += 2 {
+		l[labels[i]] = labels[i+1]
+	}
+	return store.NotifiedAlert{Fingerprint: fingerprint, Status: store.AlertFiring, Labels: l,
+		Annotations: map[string]string{"summary": name + " is firing"}, StartsAt: startsAt, GeneratorURL: "http://prometheus.test/graph"}
+}
+
+func resolved(a store.NotifiedAlert, endsAt time.Time) store.NotifiedAlert {
+	a.Status, a.EndsAt = store.AlertResolved, endsAt
+	return a
+}
+
+func group(key string, alerts ...store.NotifiedAlert) store.Notification {
+	return store.Notification{GroupKey: key, GroupLabels: map[string]string{"alertname": alerts[0].Labels["alertname"]}, Alerts: alerts}
+}
+
+func mustIngest(tb testing.TB, st *store.Store, c store.IntegrationCaller, n store.Notification) store.IngestResult {
+	tb.Helper()
+	res, err := st.Ingest(context.Background(), c, n)
+	if err != nil {
+		tb.Fatalf("ingest %s: %v", n.GroupKey, err)
+	}
+	return res
+}
+
+// eventTypes returns an incident's timeline as its types.
+func eventTypes(tb testing.TB, st *store.Store, id int64) []string {
+	tb.Helper()
+	events, err := st.Timeline(context.Background(), id)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var out []string
+	for _, e := range events {
+		out = append(out, e.Type)
+	}
+	return out
+}
+
+func mustIncident(tb testing.TB, st *store.Store, id int64) store.Incident {
+	tb.Helper()
+	in, err := st.Incident(context.Background(), id)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return in
+}
+
+func TestIngest_Lifecycle(t *testing.T) {
+	st := mustStore(t)
+	c := mustIntegration(t, st, "prod")
+	disk := firing("DiskFull", "aaa", t0, "severity", "warning", "instance", "db1")
+	disk2 := firing("DiskFull", "bbb", t0, "severity", "critical", "instance", "db2")
+	n := group(`{}:{alertname="DiskFull"}`, disk, disk2)
+	n.GroupLabels["cluster"] = "eu-1"
+
+	res := mustIngest(t, st, c, n)
+	if !res.Opened || res.New != 2 || res.IncidentID == 0 {
+		t.Fatalf("first notification: got %+v, want an incident opened with 2 new alerts", res)
+	}
+	in := mustIncident(t, st, res.IncidentID)
+	if in.Title != "DiskFull (cluster=eu-1)" || in.Severity != "critical" || in.Status != store.IncidentTriggered ||
+		len(in.Alerts) != 2 || in.AlertCount != 2 || in.GroupLabels["cluster"] != "eu-1" {
+		t.Fatalf("incident: got %+v", in)
+	}
+	want := []string{"triggered", "alert_added", "alert_added"}
+	if got := eventTypes(t, st, in.ID); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("timeline: got %v, want %v", got, want)
+	}
+
+	// The same snapshot again, and again: nothing more.
+	for range 3 {
+		if res := mustIngest(t, st, c, n); res.Opened || res.New != 0 || res.Refreshed != 2 || res.IncidentID != in.ID {
+			t.Fatalf("replay: got %+v, want 2 refreshed in incident %d", res, in.ID)
+		}
+	}
+	if got := eventTypes(t, st, in.ID); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("timeline after replays: got %v, want %v", got, want)
+	}
+
+	// One resolves; then the other: the incident resolves itself.
+	n.Alerts = []store.NotifiedAlert{resolved(disk, t0.Add(time.Minute)), disk2}
+	if res := mustIngest(t, st, c, n); res.Stopped != 1 || res.Resolved {
+		t.Fatalf("one resolved: got %+v", res)
+	}
+	n.Alerts = []store.NotifiedAlert{resolved(disk, t0.Add(time.Minute)), resolved(disk2, t0.Add(2*time.Minute))}
+	if res := mustIngest(t, st, c, n); res.Stopped != 1 || !res.Resolved {
+		t.Fatalf("both resolved: got %+v", res)
+	}
+	in = mustIncident(t, st, in.ID)
+	if in.Status != store.IncidentResolved || in.ResolutionSource != store.IncidentResolvedByAlerts || in.ResolvedAt == nil {
+		t.Fatalf("resolved incident: got %+v", in)
+	}
+	want = append(want, "alert_resolved", "alert_resolved", "resolved")
+	if got := eventTypes(t, st, in.ID); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("timeline: got %v, want %v", got, want)
+	}
+
+	// A stale firing copy (an HA peer behind) reopens nothing.
+	n.Alerts = []store.NotifiedAlert{disk, disk2}
+	if res := mustIngest(t, st, c, n); res.Opened || res.New != 0 || res.Stale != 2 {
+		t.Fatalf("stale copies: got %+v", res)
+	}
+	a, err := st.AlertByID(context.Background(), in.Alerts[0].ID)
+	if err != nil || a.Status != store.AlertResolved || a.ResolutionSource != store.ResolvedByAlertmanager {
+		t.Fatalf("the feed after a stale copy: got %+v, %v", a, err)
+	}
+
+	// A new startsAt is a new occurrence: a new incident.
+	again := firing("DiskFull", "aaa", t0.Add(time.Hour), "severity", "info")
+	res = mustIngest(t, st, c, group(`{}:{alertname="DiskFull"}`, again))
+	if !res.Opened || res.IncidentID == in.ID {
+		t.Fatalf("a new firing: got %+v, want a new incident", res)
+	}
+	if a, _ := st.AlertByID(context.Background(), a.ID); a.Status != store.AlertFiring || a.IncidentID == nil || *a.IncidentID != res.IncidentID {
+		t.Fatalf("the feed's alert after a new firing: got %+v", a)
+	}
+}
+
+func TestIngest_ManualResolveIsTerminal(t *testing.T) {
+	ctx := context.Background()
+	st := mustStore(t)
+	c := mustIntegration(t, st, "prod")
+	alice := mustUser(t, st, "alice", store.RoleMember)
+	a := firing("HighLatency", "ccc", t0)
+	n := group("g", a)
+	first := mustIngest(t, st, c, n)
+	if _, err := st.Resolve(ctx, first.IncidentID, store.Worker{ID: alice.ID, Username: alice.Username}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Resolve(ctx, first.IncidentID, store.Worker{ID: alice.ID}); !errors.Is(err, store.ErrIncidentResolved) {
+		t.Fatalf("resolve again: got %v, want ErrIncidentResolved", err)
+	}
+	// Alertmanager keeps sending the alert, still firing: the incident stays closed.
+	if res := mustIngest(t, st, c, n); res.Opened || res.IncidentID != 0 {
+		t.Fatalf("the same firing after a manual resolve: got %+v, want nothing opened", res)
+	}
+	// It resolves, then fires anew: a new incident.
+	mustIngest(t, st, c, group("g", resolved(a, t0.Add(time.Minute))))
+	if res := mustIngest(t, st, c, group("g", firing("HighLatency", "ccc", t0.Add(time.Hour)))); !res.Opened {
+		t.Fatalf("a new firing after a manual resolve: got %+v, want a new incident", res)
+	}
+	in := mustIncident(t, st, first.IncidentID)
+	if in.ResolutionSource != store.IncidentResolvedManually {
+		t.Fatalf("got resolution %q, want manual", in.ResolutionSource)
+	}
+}
+
+func TestIngest_Expiry(t *testing.T) {
+	ctx := context.Background()
+	st := mustStore(t)
+	c := mustIntegration(t, st, "prod")
+	silenced := firing("Silenced", "ddd", t0)
+	other := firing("Silenced", "eee", t0)
+	res := mustIngest(t, st, c, group("g", silenced, other))
+	// Not reported for longer than expire_after: as if the last report were 5 hours ago.
+	mustExec(t, st, `UPDATE incident_alerts SET last_seen_at = now() - interval '5 hours'`)
+	// The truncated notification keeps every firing alert of the incident alive.
+	n := group("g", other)
+	n.TruncatedAlerts = 1
+	mustIngest(t, st, c, n)
+	if r, err := st.ExpireAlerts(ctx, 100); err != nil || r.Expired != 0 {
+		t.Fatalf("after a truncated notification: expired %+v, %v, want none", r, err)
+	}
+	mustExec(t, st, `UPDATE incident_alerts SET last_seen_at = now() - interval '5 hours'`)
+	r, err := st.ExpireAlerts(ctx, 100)
+	if err != nil || r.Expired != 2 || r.Resolved != 1 {
+		t.Fatalf("expiry: got %+v, %v, want 2 expired and the incident resolved", r, err)
+	}
+	if r, err := st.ExpireAlerts(ctx, 100); err != nil || r.Expired != 0 {
+		t.Fatalf("a second round: got %+v, %v, want nothing", r, err)
+	}
+	in := mustIncident(t, st, res.IncidentID)
+	if in.Status != store.IncidentResolved || in.Alerts[0].ResolutionSource != store.ResolvedByExpiry {
+		t.Fatalf("after expiry: got %+v", in)
+	}
+	events := len(eventTypes(t, st, in.ID))
+	// The real resolution of one corrects it, with no event.
+	mustIngest(t, st, c, group("g", resolved(silenced, t0.Add(3*time.Hour))))
+	in = mustIncident(t, st, res.IncidentID)
+	for _, a := range in.Alerts {
+		if a.Fingerprint == "ddd" && (a.ResolutionSource != store.ResolvedByAlertmanager || !a.EndsAt.Equal(t0.Add(3*time.Hour))) {
+			t.Fatalf("corrected occurrence: got %+v", a)
+		}
+	}
+	if got := len(eventTypes(t, st, in.ID)); got != events {
+		t.Fatalf("a correction wrote %d events", got-events)
+	}
+	// The other, reported firing again (its silence ended): it fires again, in a new incident.
+	again := mustIngest(t, st, c, group("g", other))
+	if !again.Opened || again.New != 1 {
+		t.Fatalf("an expired alert firing again: got %+v, want a new incident", again)
+	}
+}
+
+func TestIngest_StormEventsBounded(t *testing.T) {
+	st := mustStore(t)
+	c := mustIntegration(t, st, "prod")
+	var alerts []store.NotifiedAlert
+	for i := range 500 {
+		alerts = append(alerts, firing("Storm", fmt.Sprintf("fp%04d", i), t0))
+	}
+	res := mustIngest(t, st, c, group("storm", alerts...))
+	events, err := st.Timeline(context.Background(), res.IncidentID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := map[string]int{}
+	for _, e := range events {
+		counts[e.Type]++
+	}
+	if counts["triggered"] != 1 || counts["alert_added"] != 200 || counts["alerts_added"] != 1 || len(events) != 202 {
+		t.Fatalf("storm timeline: got %v", counts)
+	}
+	if last := events[len(events)-1]; last.Detail != "300 more alerts joined" {
+		t.Fatalf("the summary: got %q", last.Detail)
+	}
+	if in := mustIncident(t, st, res.IncidentID); in.AlertCount != 500 || len(in.Alerts) != 500 {
+		t.Fatalf("incident: %d alerts counted, %d inline, want 500", in.AlertCount, len(in.Alerts))
+	}
+}
+
+// TestIngest_ConcurrentReplicas: the same notifications, from both members of an HA pair, on
+// three replicas at once, round after round: one incident per group, one row per fingerprint,
+// and each alert's event once.
+func TestIngest_ConcurrentReplicas(t *testing.T) {
+	dbURL := pgtest.MustDatabase(t)
+	replicas := []*store.Store{mustOpen(t, dbURL), mustOpen(t, dbURL), mustOpen(t, dbURL)}
+	c := mustIntegration(t, replicas[0], "prod")
+	for round := range 20 {
+		key := fmt.Sprintf("round-%d", round)
+		var alerts []store.NotifiedAlert
+		for i := range 5 {
+			alerts = append(alerts, firing("Round", fmt.Sprintf("r%d-%d", round, i), t0.Add(time.Duration(round)*time.Minute)))
+		}
+		n := group(key, alerts...)
+		var wg sync.WaitGroup
+		for i := range 6 {
+			wg.Go(func() {
+				if _, err := replicas[i%3].Ingest(context.Background(), c, n); err != nil {
+					t.Errorf("round %d: %v", round, err)
+				}
+			})
+		}
+		wg.Wait()
+		var incidents, rows, added int
+		if err := replicas[0].Pool().QueryRow(context.Background(), `SELECT
+				(SELECT count(*) FROM incidents WHERE group_key = $1),
+				(SELECT count(*) FROM alerts WHERE fingerprint LIKE $2),
+				(SELECT count(*) FROM incident_events e JOIN incidents i ON i.id = e.incident_id
+					WHERE i.group_key = $1 AND e.type = 'alert_added')`, key, fmt.Sprintf("r%d-%%", round)).
+			Scan(&incidents, &rows, &added); err != nil {
+			t.Fatal(err)
+		}
+		if incidents != 1 || rows != 5 || added != 5 {
+			t.Fatalf("round %d: %d incidents, %d alert rows, %d alert_added events; want 1, 5, 5", round, incidents, rows, added)
+		}
+	}
+}
+
+// TestIngest_RacesActions: the notification that resolves a group's last alert races a person's
+// resolve and acknowledge, round after round: the incident is resolved once (one "resolved"
+// event), never acknowledged after, and an acknowledge either happened first or was refused.
+func TestIngest_RacesActions(t *testing.T) {
+	ctx := context.Background()
+	dbURL := pgtest.MustDatabase(t)
+	a, b := mustOpen(t, dbURL), mustOpen(t, dbURL)
+	c := mustIntegration(t, a, "prod")
+	alice := mustUser(t, a, "alice", store.RoleMember)
+	worker := store.Worker{ID: alice.ID, Username: alice.Username}
+	for round := range 25 {
+		alert := firing("Race", fmt.Sprintf("race-%d", round), t0)
+		key := fmt.Sprintf("race-%d", round)
+		id := mustIngest(t, a, c, group(key, alert)).IncidentID
+		var wg sync.WaitGroup
+		var ackErr, resolveErr error
+		wg.Go(func() {
+			if _, err := b.Ingest(ctx, c, group(key, resolved(alert, t0.Add(time.Minute)))); err != nil {
+				t.Errorf("round %d: ingest: %v", round, err)
+			}
+		})
+		wg.Go(func() { _, resolveErr = a.Resolve(ctx, id, worker) })
+		wg.Go(func() { _, ackErr = b.Acknowledge(ctx, id, worker) })
+		wg.Wait()
+		for _, err := range []error{ackErr, resolveErr} {
+			if err != nil && !errors.Is(err, store.ErrIncidentResolved) {
+				t.Fatalf("round %d: %v", round, err)
+			}
+		}
+		in := mustIncident(t, a, id)
+		types := eventTypes(t, a, id)
+		var resolvedEvents int
+		for _, typ := range types {
+			if typ == "resolved" {
+				resolvedEvents++
+			}
+			if typ == "acknowledged" && resolvedEvents > 0 {
+				t.Fatalf("round %d: acknowledged after resolution: %v", round, types)
+			}
+		}
+		if in.Status != store.IncidentResolved || resolvedEvents != 1 {
+			t.Fatalf("round %d: status %s with %d resolved events (%v)", round, in.Status, resolvedEvents, types)
+		}
+		if (resolveErr == nil) != (in.ResolutionSource == store.IncidentResolvedManually) {
+			t.Fatalf("round %d: resolve answered %v, the incident says %s", round, resolveErr, in.ResolutionSource)
+		}
+	}
+}
+
+// TestIngest_StatementModes: a notification's life in every way the store may send statements,
+// behind a transaction-mode pooler (simple protocol) above all: opened, replayed, resolved,
+// expired, its incident worked.
+func TestIngest_StatementModes(t *testing.T) {
+	forEachStatementMode(t, func(t *testing.T, open opener) {
+		ctx := context.Background()
+		st := open(t, pgtest.MustDatabase(t))
+		c := mustIntegration(t, st, "prod")
+		alice := mustUser(t, st, "alice", store.RoleMember)
+		x, y := firing("Mode", "m1", t0, "severity", "high"), firing("Mode", "m2", t0)
+		res := mustIngest(t, st, c, group("g", x, y))
+		if again := mustIngest(t, st, c, group("g", x, y)); !res.Opened || again.Refreshed != 2 {
+			t.Fatalf("open and replay: got %+v and %+v", res, again)
+		}
+		if _, err := st.Acknowledge(ctx, res.IncidentID, store.Worker{ID: alice.ID, Username: alice.Username}); err != nil {
+			t.Fatal(err)
+		}
+		mustIngest(t, st, c, group("g", resolved(x, t0.Add(time.Minute)), y))
+		mustExec(t, st, `UPDATE incident_alerts SET last_seen_at = now() - interval '5 hours'`)
+		if r, err := st.ExpireAlerts(ctx, 10); err != nil || r.Expired != 1 || r.Resolved != 1 {
+			t.Fatalf("expiry: got %+v, %v", r, err)
+		}
+		in := mustIncident(t, st, res.IncidentID)
+		if in.Status != store.IncidentResolved || in.Severity != "high" || len(in.Alerts) != 2 {
+			t.Fatalf("incident: got %+v", in)
+		}
+		want := "[triggered alert_added alert_added acknowledged alert_resolved alert_resolved resolved]"
+		if got := fmt.Sprint(eventTypes(t, st, in.ID)); got != want {
+			t.Fatalf("timeline: got %s, want %s", got, want)
+		}
+	})
+}
