@@ -57,6 +57,10 @@ type Config struct {
 	SSOAPIKeyMaxTTL   time.Duration
 	SSOKeySignIn      time.Duration
 	SweepInterval     time.Duration
+	// ExpiryInterval is how often firing alerts their integration stopped reporting are
+	// resolved (store.ExpireAlerts); WebhookMaxBytes bounds a notification's body.
+	ExpiryInterval    time.Duration
+	WebhookMaxBytes   int64
 	AuditRetention    time.Duration
 	AccessLog         bool
 	AccessLogInterval time.Duration
@@ -103,6 +107,8 @@ func parseConfig(name string, args []string, getenv func(string) string, stdout 
 	fs.IntVar(&c.APIKeysPerUser, "api-keys-per-user", 100, "live API keys one user may hold")
 	fs.DurationVar(&c.SSOAPIKeyMaxTTL, "sso-api-key-max-ttl", 2160*time.Hour, "longest life of an API key of a single sign-on person, from their last single sign-on")
 	fs.DurationVar(&c.SSOKeySignIn, "sso-key-sign-in-window", 15*time.Minute, "how recent the authentication at the single sign-on provider (its auth_time) must be for a session to create an API key")
+	fs.DurationVar(&c.ExpiryInterval, "alert-expiry-interval", time.Minute, "how often to resolve firing alerts their integration stopped reporting for its expire_after")
+	fs.Int64Var(&c.WebhookMaxBytes, "webhook-max-bytes", 32<<20, "largest body of an Alertmanager notification (POST /api/webhooks/alertmanager)")
 	fs.DurationVar(&c.SweepInterval, "sweep-interval", 15*time.Minute, "how often to delete dead sessions, keys and sign-ins, and audit events past --audit-retention")
 	fs.DurationVar(&c.AuditRetention, "audit-retention", 8760*time.Hour, "how long the audit of administrative actions keeps a row (at least 24h); 0: for ever")
 	fs.BoolVar(&c.AccessLog, "access-log", true, "log a line for every request")
@@ -183,6 +189,12 @@ func (c Config) validate() error {
 	}
 	if c.AccessLogInterval < 0 {
 		problems = append(problems, "--access-log-interval: use 0 (each line at once) or more")
+	}
+	if c.ExpiryInterval < time.Second {
+		problems = append(problems, fmt.Sprintf("--alert-expiry-interval %s: use at least 1s", c.ExpiryInterval))
+	}
+	if c.WebhookMaxBytes < 1<<20 {
+		problems = append(problems, fmt.Sprintf("--webhook-max-bytes %d: use at least 1048576 (1 MiB): Alertmanager sends a whole group in one body", c.WebhookMaxBytes))
 	}
 	if c.SweepInterval < time.Second {
 		problems = append(problems, "--sweep-interval: use at least 1s")

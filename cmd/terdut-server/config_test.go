@@ -30,6 +30,7 @@ func defaultConfig() (Config, string) {
 		OperatorOIDC: OperatorOIDCConfig{Audience: "terdut-server", TokenFile: defaultServiceAccountTokenFile,
 			ReviewCAFile: defaultServiceAccountCAFile},
 		OIDCPendingLimit: 10000, APIKeysPerUser: 100, SSOAPIKeyMaxTTL: 2160 * time.Hour, SweepInterval: 15 * time.Minute,
+		ExpiryInterval: time.Minute, WebhookMaxBytes: 32 << 20,
 		LoginRatePerIP: 20, SSOKeySignIn: 15 * time.Minute, AuditRetention: 8760 * time.Hour, AccessLog: true,
 		AccessLogInterval: 100 * time.Millisecond}, "http://localhost:8080"
 }

@@ -84,7 +84,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		AccessLog:  accessLog(cfg, logs),
 		ResetLimit: store.RateLimit{Max: cfg.ResetMax, Window: cfg.ResetWindow},
 		LoginLimit: store.RateLimit{Max: cfg.LoginLimitMax, Window: cfg.LoginLimitWindow}, Registry: reg, Gatherer: reg,
-		OIDCPendingLimit: cfg.OIDCPendingLimit, APIKeysPerUser: cfg.APIKeysPerUser, SSOAPIKeyMaxTTL: cfg.SSOAPIKeyMaxTTL,
+		OIDCPendingLimit: cfg.OIDCPendingLimit, APIKeysPerUser: cfg.APIKeysPerUser, WebhookMaxBytes: cfg.WebhookMaxBytes, SSOAPIKeyMaxTTL: cfg.SSOAPIKeyMaxTTL,
 		SSOKeySignInWindow: cfg.SSOKeySignIn, MetricsOwnPort: cfg.MetricsListen != ""}
 	opts.LoginRatePerAddress, opts.TrustedProxies = cfg.LoginRatePerIP, cfg.TrustedProxies
 	if cfg.OIDCIssuer != "" {
@@ -118,6 +118,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	}
 	printNextSteps(ctx, stdout, st, cfg, claimURL, tokens, identity)
 	defer startHousekeeping(ctx, st, cfg, log)()
+	defer startExpiry(ctx, st, cfg.ExpiryInterval, reg, log)()
 	return serveAll(ctx, ports, cfg.ShutdownTimeout, log)
 }
 

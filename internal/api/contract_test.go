@@ -156,7 +156,7 @@ func TestContract_ClientShapes(t *testing.T) {
 		code   string
 	}{
 		{"no credentials", apitest.Request{Method: http.MethodGet, Path: "/api/users"}, http.StatusUnauthorized, "unauthorized"},
-		{"member lists users", apitest.Request{Method: http.MethodGet, Path: "/api/users", Bearer: e.alice.APIKey}, http.StatusForbidden, "forbidden"},
+		{"member creates a user", apitest.Request{Method: http.MethodPost, Path: "/api/users", Bearer: e.alice.APIKey, Body: map[string]string{"username": "mallory"}}, http.StatusForbidden, "forbidden"},
 		{"deleted user's keys", apitest.Request{Method: http.MethodGet, Path: keysPath, Bearer: admin}, http.StatusNotFound, "not_found"},
 		{"name taken", apitest.Request{Method: http.MethodPost, Path: "/api/users", Bearer: admin, Body: map[string]string{"username": "alice"}}, http.StatusConflict, "conflict"},
 		{"bad JSON", apitest.Request{Method: http.MethodPost, Path: "/api/users", Bearer: admin, Body: "{"}, http.StatusBadRequest, "invalid_json"},

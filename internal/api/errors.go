@@ -173,6 +173,19 @@ func (s *server) classify(err error) *apiError {
 	case errors.As(err, &rl):
 		return &apiError{Status: http.StatusTooManyRequests, Code: "rate_limited",
 			Message: "Too many requests of this kind; try again later.", RetryAfter: rl.RetryAfter}
+	case errors.Is(err, store.ErrIncidentResolved):
+		return &apiError{Status: http.StatusConflict, Code: "incident_resolved", Message: "incident is resolved"}
+	case errors.Is(err, store.ErrIncidentOpen):
+		return &apiError{Status: http.StatusConflict, Code: "incident_open", Message: "Only a resolved incident can be archived."}
+	case errors.Is(err, store.ErrUnknownUser):
+		return errBadRequest("unknown_user", "No such user.")
+	case errors.Is(err, store.ErrNotANote):
+		return &apiError{Status: http.StatusConflict, Code: "not_a_note", Message: "Only notes can be deleted: the rest of the timeline is a record of what happened."}
+	case errors.Is(err, store.ErrNotAuthor):
+		return &apiError{Status: http.StatusForbidden, Code: "not_author", Message: "Only its author can delete a note."}
+	case errors.Is(err, store.ErrTooManyIntegrationKeys):
+		return &apiError{Status: http.StatusConflict, Code: "too_many_keys",
+			Message: "An integration holds two live keys at most: revoke the old one first."}
 	case errors.Is(err, store.ErrNotFound):
 		return &apiError{Status: http.StatusNotFound, Code: "not_found", Message: "No such resource."}
 	case errors.Is(err, store.ErrConflict):

@@ -21,6 +21,11 @@ type metrics struct {
 	operatorAuthFailures prometheus.Counter
 	// operatorIdentityRefusals counts service-account tokens refused, by a reason of opjwt.
 	operatorIdentityRefusals *prometheus.CounterVec
+	// webhookNotifications counts Alertmanager's deliveries by outcome, webhookAlerts the
+	// alerts of those stored by what they did, webhookDuration how long each took.
+	webhookNotifications *prometheus.CounterVec
+	webhookAlerts        *prometheus.CounterVec
+	webhookDuration      prometheus.Histogram
 }
 
 func newMetrics(reg prometheus.Registerer, st Store) *metrics {
@@ -38,7 +43,27 @@ func newMetrics(reg prometheus.Registerer, st Store) *metrics {
 			Help: "Requests to operator endpoints with a missing or wrong operator token."}),
 		operatorIdentityRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "terdut_operator_identity_refusals_total",
 			Help: "Operator service-account tokens refused, by reason."}, []string{"reason"}),
+		webhookNotifications: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "terdut_webhook_notifications_total",
+			Help: "Alertmanager's notifications received, by outcome."}, []string{"outcome"}),
+		webhookAlerts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "terdut_webhook_alerts_total",
+			Help: "Alerts of stored notifications, by what each did."}, []string{"outcome"}),
+		webhookDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "terdut_webhook_duration_seconds",
+			Help: "How long a notification took to receive and store.", Buckets: prometheus.ExponentialBuckets(0.005, 2, 12)}),
 	}
+	for _, outcome := range []string{"stored", "unauthorized", "invalid", "too_large", "unavailable", "error"} {
+		m.webhookNotifications.WithLabelValues(outcome)
+	}
+	open := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "terdut_incidents_open",
+		Help: "Open incidents (triggered or acknowledged), -1 when the database cannot be read."},
+		func() float64 {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			n, err := st.OpenIncidents(ctx)
+			if err != nil {
+				return -1
+			}
+			return float64(n)
+		})
 	state := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "terdut_bootstrap_pending",
 		Help: "1 while the install is unclaimed, 0 once claimed, -1 when the database cannot be read."},
 		func() float64 {
@@ -54,7 +79,8 @@ func newMetrics(reg prometheus.Registerer, st Store) *metrics {
 			return 0
 		})
 	reg.MustRegister(m.http, m.signins, m.signinRefused, m.claims, m.resets,
-		m.operatorAuthFailures, m.operatorIdentityRefusals, state)
+		m.operatorAuthFailures, m.operatorIdentityRefusals, state, m.webhookNotifications, m.webhookAlerts,
+		m.webhookDuration, open)
 	return m
 }
 

@@ -42,6 +42,9 @@ func (s *server) routes(split bool) (people, operator http.Handler) {
 	op.Method(http.MethodPost, "/api/bootstrap", s.requireOperator(true, s.handleBootstrapClaim()))
 	op.Method(http.MethodPost, "/api/bootstrap/reset", s.requireOperator(false, s.handleBootstrapReset()))
 
+	// An integration's key, and nothing else: Alertmanager's webhook.
+	r.Method(http.MethodPost, "/api/webhooks/alertmanager", s.handleAlertmanagerWebhook())
+
 	// A session or an API key.
 	r.Group(func(r chi.Router) {
 		r.Use(s.requireUser)
@@ -60,8 +63,36 @@ func (s *server) routes(split bool) (people, operator http.Handler) {
 			r.With(s.requireAdmin).Method(http.MethodDelete, "/", s.handleUserDelete())
 			r.With(s.requireAdmin, s.requirePasswordLogin).Method(http.MethodPost, "/password-link", s.handlePasswordLinkCreate())
 		})
+		// Incidents and alerts: any signed-in person.
+		r.Method(http.MethodGet, "/api/alerts", s.handleAlertList())
+		r.Method(http.MethodGet, "/api/alerts/{id}", s.handleAlertGet())
+		r.Method(http.MethodGet, "/api/incidents", s.handleIncidentList())
+		r.Route("/api/incidents/{id}", func(r chi.Router) {
+			r.Method(http.MethodGet, "/", s.handleIncidentGet())
+			r.Method(http.MethodGet, "/timeline", s.handleIncidentTimeline())
+			r.Method(http.MethodPost, "/acknowledge", s.handleAcknowledge())
+			r.Method(http.MethodDelete, "/acknowledge", s.handleUnacknowledge())
+			r.Method(http.MethodPost, "/resolve", s.handleResolve())
+			r.Method(http.MethodPost, "/assign", s.handleAssign())
+			r.Method(http.MethodPost, "/snooze", s.handleSnooze())
+			r.Method(http.MethodDelete, "/snooze", s.handleUnsnooze())
+			r.Method(http.MethodPost, "/archive", s.handleArchive())
+			r.Method(http.MethodDelete, "/archive", s.handleUnarchive())
+			r.Method(http.MethodPost, "/notes", s.handleNoteAdd())
+			r.Method(http.MethodDelete, "/notes/{eventID}", s.handleNoteDelete())
+		})
+		// The roster for members (whom to assign), the full list for admins.
+		r.Method(http.MethodGet, "/api/users", s.handleUserList())
+
 		// Admins only.
-		r.With(s.requireAdmin).Method(http.MethodGet, "/api/users", s.handleUserList())
+		r.Route("/api/integrations", func(r chi.Router) {
+			r.Use(s.requireAdmin)
+			r.Method(http.MethodGet, "/", s.handleIntegrationList())
+			r.Method(http.MethodPost, "/", s.handleIntegrationCreate())
+			r.Method(http.MethodDelete, "/{id}", s.handleIntegrationDelete())
+			r.Method(http.MethodPost, "/{id}/keys", s.handleIntegrationKeyCreate())
+			r.Method(http.MethodDelete, "/{id}/keys/{keyID}", s.handleIntegrationKeyDelete())
+		})
 		r.With(s.requireAdmin).Method(http.MethodPost, "/api/users", s.handleUserCreate())
 		r.With(s.requireAdmin).Method(http.MethodGet, "/api/audit", s.handleAudit())
 	})

@@ -63,6 +63,32 @@ type Store interface {
 
 	AppendEvent(ctx context.Context, e store.Event) error
 	Events(ctx context.Context, q store.EventQuery) ([]store.Event, error)
+
+	CreateIntegration(ctx context.Context, ni store.NewIntegration) (store.Integration, string, error)
+	Integrations(ctx context.Context) ([]store.Integration, error)
+	DeleteIntegration(ctx context.Context, id int64) (string, error)
+	AddIntegrationKey(ctx context.Context, integrationID, by int64) (store.IntegrationKey, string, error)
+	RevokeIntegrationKey(ctx context.Context, integrationID, keyID int64) error
+	AuthenticateIntegration(ctx context.Context, secret string) (store.IntegrationCaller, error)
+	RecordIntegrationError(ctx context.Context, integrationID int64, msg string) error
+	Ingest(ctx context.Context, caller store.IntegrationCaller, n store.Notification) (store.IngestResult, error)
+
+	Incidents(ctx context.Context, q store.IncidentQuery) ([]store.Incident, error)
+	Incident(ctx context.Context, id int64) (store.Incident, error)
+	OpenIncidents(ctx context.Context) (int, error)
+	Timeline(ctx context.Context, id int64) ([]store.IncidentEvent, error)
+	Acknowledge(ctx context.Context, id int64, by store.Worker) (store.Incident, error)
+	Unacknowledge(ctx context.Context, id int64, by store.Worker) error
+	Resolve(ctx context.Context, id int64, by store.Worker) (store.Incident, error)
+	Assign(ctx context.Context, id, userID int64) (store.Incident, error)
+	Snooze(ctx context.Context, id int64, d time.Duration, by store.Worker) (store.Incident, error)
+	Unsnooze(ctx context.Context, id int64, by store.Worker) error
+	Archive(ctx context.Context, id int64) (store.Incident, error)
+	Unarchive(ctx context.Context, id int64) error
+	AddNote(ctx context.Context, id int64, content string, by store.Worker) (store.IncidentEvent, error)
+	DeleteNote(ctx context.Context, id, eventID int64, by store.Worker) error
+	Alerts(ctx context.Context, q store.AlertQuery) ([]store.Alert, error)
+	AlertByID(ctx context.Context, id int64) (store.Alert, error)
 }
 
 // Options configures the API.
@@ -91,6 +117,8 @@ type Options struct {
 	OIDCPendingLimit int
 	// APIKeysPerUser bounds each user's live API keys; zero: 100.
 	APIKeysPerUser int
+	// WebhookMaxBytes bounds a body of POST /api/webhooks/alertmanager; zero: DefaultWebhookMaxBytes.
+	WebhookMaxBytes int64
 	// SSOAPIKeyMaxTTL bounds the life of the API keys of single sign-on people past their last
 	// single sign-on; zero: 2160h.
 	SSOAPIKeyMaxTTL time.Duration

@@ -3,6 +3,7 @@ package api
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -14,7 +15,8 @@ import (
 )
 
 // GET /api/users answers a bare JSON array of users, oldest first: existing clients decode it
-// as []User, at any size of the table (see docs/api.md).
+// as []User, at any size of the table (see docs/api.md). Admins see each user whole; members
+// see the roster (rosterJSON), to pick whom to assign an incident to.
 //
 //   - With limit or after in the query, it answers one page: at most limit users (1 to
 //     maxUserPage, default defaultUserPage) whose id is above after, and, when more follow, a
@@ -64,7 +66,7 @@ func (s *server) handleUserList() http.Handler {
 				body = append(body, ',')
 			}
 			var err error
-			if body, err = appendUser(body, toUserJSON(u)); err != nil {
+			if body, err = s.appendListed(r, body, u); err != nil {
 				s.writeError(w, r, fmt.Errorf("encode user %d: %w", u.ID, err))
 				return
 			}
@@ -139,7 +141,7 @@ func (s *server) streamUsers(w http.ResponseWriter, r *http.Request) {
 		b = b[:0]
 		for i := 0; err == nil && i < len(users); i++ {
 			b = append(b, ',')
-			if b, err = appendUser(b, toUserJSON(users[i])); err != nil {
+			if b, err = s.appendListed(r, b, users[i]); err != nil {
 				err = fmt.Errorf("encode user %d: %w", users[i].ID, err)
 			}
 		}
@@ -189,4 +191,26 @@ func (s *server) abortList(r *http.Request, err error) {
 			"request_id", requestID(r.Context()), "err", err)
 	}
 	panic(http.ErrAbortHandler)
+}
+
+// rosterJSON is a person as a member's GET /api/users shows them: whom they can assign an
+// incident to, and nothing of anyone's role, kind or sign-in.
+type rosterJSON struct {
+	ID        int64     `json:"id"`
+	Username  string    `json:"username"`
+	Email     string    `json:"email"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// appendListed appends u as the list shows it to r's principal: an admin's view, or for a
+// member the roster.
+func (s *server) appendListed(r *http.Request, b []byte, u store.User) ([]byte, error) {
+	if principalFrom(r.Context()).User.Role == store.RoleAdmin {
+		return appendUser(b, toUserJSON(u))
+	}
+	j, err := json.Marshal(rosterJSON{ID: u.ID, Username: u.Username, Email: u.Email, CreatedAt: u.CreatedAt.UTC()})
+	if err != nil {
+		return nil, err
+	}
+	return append(b, j...), nil
 }

@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -150,10 +151,24 @@ func TestUsers_List(t *testing.T) {
 		}
 	})
 
-	t.Run("ErrForbidden", func(t *testing.T) {
-		resp := e.do(t, apitest.Request{Method: http.MethodGet, Path: "/api/users", Bearer: e.alice.APIKey})
-		wantAPIError(t, resp, http.StatusForbidden, "forbidden")
+	t.Run("MemberSeesTheRoster", func(t *testing.T) {
+		wantRoster(t, e.do(t, apitest.Request{Method: http.MethodGet, Path: "/api/users", Bearer: e.alice.APIKey}))
 	})
+}
+
+// wantRoster fails unless resp is a member's GET /api/users: 200 and a non-empty array whose
+// people show id, username, email and created_at alone, nothing of roles, kinds or sign-in.
+func wantRoster(t *testing.T, resp apitest.Response) {
+	t.Helper()
+	var people []map[string]json.RawMessage
+	if resp.Status != http.StatusOK || json.Unmarshal(resp.Body, &people) != nil || len(people) == 0 {
+		t.Fatalf("GET /api/users as a member: got %d %s, want 200 and the roster", resp.Status, resp.Body)
+	}
+	for _, p := range people {
+		if len(p) != 4 || p["id"] == nil || p["username"] == nil || p["email"] == nil || p["created_at"] == nil {
+			t.Fatalf("GET /api/users as a member: an entry %s, want id, username, email and created_at alone", resp.Body)
+		}
+	}
 }
 
 func TestUsers_Create(t *testing.T) {
@@ -352,8 +367,8 @@ func TestUsers_NoPrivilegeFromCountOrID(t *testing.T) {
 		if others == self {
 			others = e.alice.User.ID
 		}
+		wantRoster(t, e.do(t, apitest.Request{Method: http.MethodGet, Path: "/api/users", Cookie: c}))
 		for _, req := range []apitest.Request{
-			{Method: http.MethodGet, Path: "/api/users"},
 			{Method: http.MethodPost, Path: "/api/users", Body: map[string]string{"username": "mallory", "role": "admin"}},
 			{Method: http.MethodDelete, Path: userURL(others, "")},
 			{Method: http.MethodGet, Path: userURL(others, "/api-keys")},

@@ -198,3 +198,10 @@ func (s *Store) Timeline(ctx context.Context, id int64) ([]IncidentEvent, error)
 	}
 	return out, nil
 }
+
+// OpenIncidents counts the open incidents, on the index of the queue.
+func (s *Store) OpenIncidents(ctx context.Context) (int, error) {
+	var n int
+	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM incidents WHERE resolved_at IS NULL`).Scan(&n)
+	return n, wrap(err, "count open incidents")
+}

@@ -1,0 +1,213 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/terdut-server/terdut-server/internal/store"
+)
+
+// POST /api/webhooks/alertmanager takes Alertmanager's webhook (version 4) from an integration's
+// key, and no other credential. Alertmanager retries a 5xx and a connection error, and never a
+// 4xx: so the answer is 2xx only once the notification is committed, 503 for anything that may
+// pass, and 4xx only for what sending again cannot fix (a wrong key, a body that is not
+// Alertmanager's), with nothing stored from a refused body.
+
+// DefaultWebhookMaxBytes bounds a notification's body unless Options.WebhookMaxBytes says
+// otherwise: Alertmanager sends a whole group in one body (2,000 alerts made 0.56 MB).
+const DefaultWebhookMaxBytes = 32 << 20
+
+// Bounds of what one alert may carry: values past their bound are cut (the alert is kept), more
+// labels or annotations than maxAlertPairs refuse the body.
+const (
+	maxAlertPairs       = 256
+	maxLabelNameBytes   = 256
+	maxLabelValueBytes  = 4 << 10
+	maxAnnotationBytes  = 64 << 10
+	maxGroupKeyBytes    = 8 << 10
+	maxFingerprintBytes = 128
+	maxGeneratorURL     = 4 << 10
+	webhookAttempts     = 3
+)
+
+// amNotification is the webhook's body as Alertmanager sends it; fields it may add are ignored.
+type amNotification struct {
+	Version         string            `json:"version"`
+	GroupKey        string            `json:"groupKey"`
+	TruncatedAlerts int               `json:"truncatedAlerts"`
+	Status          string            `json:"status"`
+	GroupLabels     map[string]string `json:"groupLabels"`
+	CommonLabels    map[string]string `json:"commonLabels"`
+	Alerts          []amAlert         `json:"alerts"`
+}
+
+type amAlert struct {
+	Status       string            `json:"status"`
+	Labels       map[string]string `json:"labels"`
+	Annotations  map[string]string `json:"annotations"`
+	StartsAt     time.Time         `json:"startsAt"`
+	EndsAt       time.Time         `json:"endsAt"`
+	GeneratorURL string            `json:"generatorURL"`
+	Fingerprint  string            `json:"fingerprint"`
+}
+
+func (s *server) handleAlertmanagerWebhook() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		outcome := s.receiveNotification(w, r)
+		s.metrics.webhookNotifications.WithLabelValues(outcome).Inc()
+		s.metrics.webhookDuration.Observe(time.Since(start).Seconds())
+	})
+}
+
+// receiveNotification answers one delivery and returns its outcome for the metrics.
+func (s *server) receiveNotification(w http.ResponseWriter, r *http.Request) string {
+	token, _ := bearerToken(r)
+	caller, err := s.store.AuthenticateIntegration(r.Context(), token)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		s.refusedEvent(r, "webhook.alertmanager", "invalid_integration_key")
+		s.writeError(w, r, &apiError{Status: http.StatusUnauthorized, Code: "unauthorized",
+			Message: "Send an integration's key: Authorization: Bearer terdut_am_… (an admin makes one with POST /api/integrations)."})
+		return "unauthorized"
+	case err != nil:
+		s.writeError(w, r, err)
+		return "unavailable"
+	}
+	n, bad := s.readNotification(w, r)
+	if bad != nil {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
+		defer cancel()
+		if err := s.store.RecordIntegrationError(ctx, caller.IntegrationID, fmt.Sprintf("%d %s", bad.Status, bad.Message)); err != nil {
+			s.log.WarnContext(r.Context(), "could not record an integration's refused delivery", "integration_id", caller.IntegrationID, "err", err)
+		}
+		s.writeError(w, r, bad)
+		if bad.Status == http.StatusRequestEntityTooLarge {
+			return "too_large"
+		}
+		return "invalid"
+	}
+	var res store.IngestResult
+	for attempt := 1; ; attempt++ {
+		res, err = s.store.Ingest(r.Context(), caller, n)
+		if err == nil || attempt == webhookAttempts || !retryable(err) {
+			break
+		}
+	}
+	if err != nil {
+		if retryable(err) || errors.Is(err, store.ErrUnavailable) {
+			s.writeError(w, r, &apiError{Status: http.StatusServiceUnavailable, Code: "unavailable",
+				Message: "The notification could not be stored now; Alertmanager will send it again.", RetryAfter: time.Second})
+			return "unavailable"
+		}
+		s.writeError(w, r, err)
+		return "error"
+	}
+	for outcome, count := range map[string]int{"new": res.New, "refreshed": res.Refreshed, "resolved": res.Stopped, "stale": res.Stale} {
+		if count > 0 {
+			s.metrics.webhookAlerts.WithLabelValues(outcome).Add(float64(count))
+		}
+	}
+	body := struct {
+		Status     string `json:"status"`
+		Alerts     int    `json:"alerts"`
+		IncidentID int64  `json:"incident_id,omitempty"`
+	}{Status: "stored", Alerts: len(n.Alerts), IncidentID: res.IncidentID}
+	writeJSON(w, http.StatusOK, body)
+	return "stored"
+}
+
+// retryable reports a failure that the same transaction, tried again, may not meet: a
+// serialization failure or a deadlock Postgres broke.
+func retryable(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "40001" || pgErr.Code == "40P01")
+}
+
+// readNotification reads and checks the body: a 413 past the bound, a 400 for anything that is
+// not Alertmanager's webhook of version 4, with a message that quotes nothing of the body.
+func (s *server) readNotification(w http.ResponseWriter, r *http.Request) (store.Notification, *apiError) {
+	limit := s.opts.WebhookMaxBytes
+	if limit <= 0 {
+		limit = DefaultWebhookMaxBytes
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	var maxErr *http.MaxBytesError
+	switch {
+	case errors.As(err, &maxErr):
+		return store.Notification{}, &apiError{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large",
+			Message: fmt.Sprintf("The notification is larger than %d bytes: lower max_alerts in Alertmanager's receiver, or raise --webhook-max-bytes.", limit)}
+	case err != nil:
+		return store.Notification{}, errBadRequest("invalid_body", "The body could not be read to its end.")
+	case !utf8.Valid(body):
+		return store.Notification{}, errBadRequest("invalid_body", "The body is not valid UTF-8.")
+	}
+	var am amNotification
+	if err := json.Unmarshal(body, &am); err != nil {
+		return store.Notification{}, errBadRequest("invalid_json", "The body is not Alertmanager's webhook JSON.")
+	}
+	if am.Version != "4" {
+		return store.Notification{}, errBadRequest("unsupported_version",
+			"Only Alertmanager's webhook version 4 is understood; send its default body (no custom payload template).")
+	}
+	if am.GroupKey == "" || len(am.GroupKey) > maxGroupKeyBytes || am.Alerts == nil || am.TruncatedAlerts < 0 {
+		return store.Notification{}, errBadRequest("invalid_notification",
+			"The notification lacks groupKey or alerts, as Alertmanager's version 4 webhook always has them.")
+	}
+	n := store.Notification{GroupKey: am.GroupKey, TruncatedAlerts: am.TruncatedAlerts,
+		GroupLabels: cutPairs(am.GroupLabels, maxLabelValueBytes), CommonLabels: cutPairs(am.CommonLabels, maxLabelValueBytes),
+		Alerts: make([]store.NotifiedAlert, 0, len(am.Alerts))}
+	for i, a := range am.Alerts {
+		switch {
+		case a.Status != store.AlertFiring && a.Status != store.AlertResolved:
+			return n, errBadRequest("invalid_alert", fmt.Sprintf("Alert %d: status must be firing or resolved.", i))
+		case a.Fingerprint == "" || len(a.Fingerprint) > maxFingerprintBytes:
+			return n, errBadRequest("invalid_alert", fmt.Sprintf("Alert %d: a fingerprint of 1 to %d bytes is required.", i, maxFingerprintBytes))
+		case a.StartsAt.IsZero():
+			return n, errBadRequest("invalid_alert", fmt.Sprintf("Alert %d: startsAt is required.", i))
+		case len(a.Labels) > maxAlertPairs || len(a.Annotations) > maxAlertPairs || len(am.GroupLabels) > maxAlertPairs:
+			return n, errBadRequest("invalid_alert", fmt.Sprintf("Alert %d: at most %d labels and %d annotations.", i, maxAlertPairs, maxAlertPairs))
+		}
+		for k := range a.Labels {
+			if len(k) > maxLabelNameBytes {
+				return n, errBadRequest("invalid_alert", fmt.Sprintf("Alert %d: a label name is at most %d bytes.", i, maxLabelNameBytes))
+			}
+		}
+		end := a.EndsAt
+		if a.Status == store.AlertFiring {
+			end = time.Time{}
+		}
+		n.Alerts = append(n.Alerts, store.NotifiedAlert{Fingerprint: a.Fingerprint, Status: a.Status,
+			Labels: cutPairs(a.Labels, maxLabelValueBytes), Annotations: cutPairs(a.Annotations, maxAnnotationBytes),
+			StartsAt: a.StartsAt, EndsAt: end, GeneratorURL: cut(a.GeneratorURL, maxGeneratorURL)})
+	}
+	return n, nil
+}
+
+// cutPairs returns m with each value cut to limit bytes (on a rune boundary, "…" after).
+func cutPairs(m map[string]string, limit int) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = cut(v, limit)
+	}
+	return out
+}
+
+func cut(s string, limit int) string {
+	if len(s) <= limit {
+		return s
+	}
+	n := limit - len("…")
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
