@@ -1,7 +1,6 @@
 package main
 
 import (
-	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -18,25 +17,22 @@ func orRunClaim(db DatabaseConfig) string {
 		return "Or run:\n  " + line + "\n"
 	}
 	return "Or run `" + selfName() + " bootstrap claim` with this server's database settings: it reads the same " +
-		"--database-url or TERDUT_DATABASE_URL (not printed here: it carries a password; " +
+		"--database-url or TERDUT_DATABASE_URL (not printed here: it carries a password or another secret; " +
 		"--database-password-file or a URL file keeps it out of the banner).\n"
 }
 
 // cliCommand returns a command line that runs `terdut-server args` against the database of db
 // as written: the program as it was started, and the database settings as variables, the
-// files by their absolute paths. ok is false when a setting is itself a secret (a URL with a
-// password, or TERDUT_DATABASE_PASSWORD), which is never printed.
+// files by their absolute paths. ok is false when a setting is itself a secret (a URL or
+// keyword/value string that carries a password or another secret anywhere, or
+// TERDUT_DATABASE_PASSWORD), which is never printed.
 func cliCommand(db DatabaseConfig, args string) (line string, ok bool) {
 	var env []string
 	if db.URLFile != "" {
 		env = append(env, "TERDUT_DATABASE_URL_FILE="+shellQuote(absPath(db.URLFile)))
 	} else {
-		u, err := url.Parse(db.URL)
-		if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
-			return "", false // a keyword/value string: it may hold a password anywhere
-		}
-		if _, has := u.User.Password(); has {
-			return "", false
+		if redactDatabaseURL(db.URL) != db.URL {
+			return "", false // a secret anywhere in it (redactDatabaseURL judges)
 		}
 		env = append(env, "TERDUT_DATABASE_URL="+shellQuote(db.URL))
 	}

@@ -137,6 +137,10 @@ func TestCLICommand(t *testing.T) {
 		{"URLWithPassword", DatabaseConfig{URL: "postgres://terdut:" + secretPassword + "@db/terdut"}, ""},
 		{"PasswordVariable", DatabaseConfig{URL: "postgres://db/terdut", PasswordVar: true}, ""},
 		{"KeywordValue", DatabaseConfig{URL: "host=db password=" + secretPassword}, ""},
+		{"KeywordValueWithoutSecret", DatabaseConfig{URL: "host=db dbname=terdut"},
+			"TERDUT_DATABASE_URL='host=db dbname=terdut' terdut-server bootstrap claim"},
+		{"QueryPassword", DatabaseConfig{URL: "postgres://terdut@db/terdut?sslmode=require&password=" + secretPassword}, ""},
+		{"QuerySSLPassword", DatabaseConfig{URL: "postgres://terdut@db/terdut?sslkey=/k&sslpassword=" + secretPassword}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

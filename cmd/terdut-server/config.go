@@ -27,7 +27,7 @@ type Config struct {
 	OperatorListen    string // empty: Listen serves the operator's endpoints too
 	TLSCertFile       string // empty: plain http
 	TLSKeyFile        string
-	MetricsListen     string // empty: Listen serves /metrics
+	MetricsListen     string // empty: /metrics is served nowhere (Listen never serves it)
 	Database          DatabaseConfig
 	DatabaseURL       string // the URL to connect with, credentials and all: never print it
 	PublicURL         *url.URL
@@ -79,7 +79,7 @@ func parseConfig(name string, args []string, getenv func(string) string, stdout 
 	fs.StringVar(&c.OperatorListen, "operator-listen", "", "address of a second listener for the operator's endpoints alone (the claim, its status and the reset), which --listen then answers 404, such as :8081; empty: --listen serves them")
 	fs.StringVar(&c.TLSCertFile, "tls-cert-file", "", "PEM certificate chain that every listener serves https with, re-read when it changes (such as a cert-manager Secret's tls.crt); empty: plain http")
 	fs.StringVar(&c.TLSKeyFile, "tls-key-file", "", "PEM private key of --tls-cert-file (such as a cert-manager Secret's tls.key)")
-	fs.StringVar(&c.MetricsListen, "metrics-listen", "", "address of a listener of its own for GET /metrics, which --listen then answers 404, such as :9090; empty: --listen serves /metrics")
+	fs.StringVar(&c.MetricsListen, "metrics-listen", "", "address of a listener of its own for GET /metrics, such as :9090; --listen never serves /metrics (it answers 404); empty: /metrics is served nowhere")
 	c.Database.define(fs)
 	fs.StringVar(&publicURL, "public-url", "http://localhost:8080", "URL where people reach this server")
 	fs.BoolVar(&c.BootstrapGate, "bootstrap-gate", true, "refuse every sign-in until the install is claimed")

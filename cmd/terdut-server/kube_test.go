@@ -236,7 +236,8 @@ func TestKube_Refused(t *testing.T) {
 	k.CreatePod(operatorNS, "intruder-0", "intruder")
 	k.CreateServiceAccount("elsewhere", operatorSA) // the operator's name in another namespace
 	k.CreatePod("elsewhere", "lookalike-0", operatorSA)
-	srv := startServe(t, k.settings(t, k.Issuer(), nil))
+	srv := startServe(t, k.settings(t, k.Issuer(), nil), "--metrics-listen", "127.0.0.1:0")
+	metricsURL := listenURL(srv.Stderr.String(), "terdut-server listening for metrics")
 	serverOwn, err := os.ReadFile(k.serverToken)
 	if err != nil {
 		t.Fatal(err)
@@ -259,7 +260,7 @@ func TestKube_Refused(t *testing.T) {
 				mustStatus(t, "POST "+path, status, body, http.StatusUnauthorized, nil)
 			}
 			mustContain(t, "log", srv.Stderr.String(), `"reason":"`+tt.reason+`"`)
-			status, metrics := srv.get(t, "/metrics", "")
+			status, metrics := srv.doAt(t, metricsURL, http.MethodGet, "/metrics", "")
 			mustStatus(t, "GET /metrics", status, metrics, http.StatusOK, nil)
 			mustContain(t, "metrics", metrics, `terdut_operator_identity_refusals_total{reason="`+tt.reason+`"}`)
 			mustNotContain(t, "log", srv.Stderr.String(), tt.token)

@@ -84,8 +84,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		AccessLog:  accessLog(cfg, logs),
 		ResetLimit: store.RateLimit{Max: cfg.ResetMax, Window: cfg.ResetWindow},
 		LoginLimit: store.RateLimit{Max: cfg.LoginLimitMax, Window: cfg.LoginLimitWindow}, Registry: reg, Gatherer: reg,
-		OIDCPendingLimit: cfg.OIDCPendingLimit, APIKeysPerUser: cfg.APIKeysPerUser, WebhookMaxBytes: cfg.WebhookMaxBytes, SSOAPIKeyMaxTTL: cfg.SSOAPIKeyMaxTTL,
-		SSOKeySignInWindow: cfg.SSOKeySignIn, MetricsOwnPort: cfg.MetricsListen != ""}
+		OIDCPendingLimit: cfg.OIDCPendingLimit, APIKeysPerUser: cfg.APIKeysPerUser, WebhookMaxBytes: cfg.WebhookMaxBytes,
+		SSOAPIKeyMaxTTL: cfg.SSOAPIKeyMaxTTL, SSOKeySignInWindow: cfg.SSOKeySignIn, MetricsOwnPort: true}
 	opts.LoginRatePerAddress, opts.TrustedProxies = cfg.LoginRatePerIP, cfg.TrustedProxies
 	if cfg.OIDCIssuer != "" {
 		opts.OIDC = &api.OIDCOptions{Issuer: cfg.OIDCIssuer, ClientID: cfg.OIDCClientID, ClientSecret: cfg.OIDCClientSecret,
@@ -98,9 +98,13 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	} else {
 		people = api.NewServer(st, opts)
 	}
+	// /metrics is never served on --listen, which a route exposes to everyone for every path:
+	// on --metrics-listen, or nowhere.
 	var metricsHandler http.Handler
 	if cfg.MetricsListen != "" {
 		metricsHandler = api.NewMetricsHandler(reg)
+	} else {
+		log.Info("no --metrics-listen: /metrics is served nowhere (--listen never serves it); set --metrics-listen, such as :9090, to scrape the server")
 	}
 	ports, err := openPorts(cfg, people, operator, metricsHandler, pair, log)
 	if err != nil {

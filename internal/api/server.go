@@ -108,8 +108,9 @@ type Options struct {
 	AccessLog        io.Writer // nil: none; else a line for every request, as Logger's JSON handler writes it (see accessLog)
 	Registry         prometheus.Registerer
 	Gatherer         prometheus.Gatherer
-	// MetricsOwnPort is true when GET /metrics is served on a port of its own
-	// (NewMetricsHandler): the handlers then answer it 404.
+	// MetricsOwnPort is true when the handlers must not serve GET /metrics (they answer it
+	// 404): the binary sets it always, serving /metrics on a port of its own
+	// (NewMetricsHandler) or nowhere, never on the port a route exposes.
 	MetricsOwnPort bool
 
 	// OIDCPendingLimit bounds the sign-ins in progress (started, not finished, not expired)

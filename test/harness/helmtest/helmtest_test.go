@@ -129,6 +129,12 @@ func TestChart_SchemaRefuses(t *testing.T) {
 		{"unknown route", []string{"route.kind=gateway"}, "kind"},
 		{"unknown update strategy", []string{"updateStrategy=recreate"}, "updateStrategy"},
 		{"external issuer not given", []string{"operator.identity=serviceAccount", "operator.serviceAccount.layout=external"}, "operator.serviceAccount.issuer"},
+		// Single sign-on says who may sign in; an upgrade does not turn it off without a word.
+		{"single sign-on for every account unasked", []string{"sso.enabled=true", "sso.issuer=https://sso.example.com"}, "sso.allowedGroups is empty"},
+		{"single sign-on without an issuer", []string{"sso.enabled=true", "sso.allowedGroups={oncall}"}, "sso.issuer"},
+		{"single sign-on both ways", []string{"sso.enabled=true", "sso.issuer=https://sso.example.com", "sso.allowedGroups={oncall}", "sso.allowAllAccounts=true"}, "sso.allowAllAccounts"},
+		{"an issuer left without enabled", []string{"sso.issuer=https://sso.example.com", "sso.allowedGroups={oncall}"}, "sso.enabled"},
+		{"an allowAllAccounts that is no boolean", []string{"sso.allowAllAccounts=yes"}, "allowAllAccounts"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			args := []string{"template", "terdut-server", chartDir(t), "--namespace", "terdut"}

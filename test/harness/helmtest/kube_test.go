@@ -198,10 +198,11 @@ func TestKubeChart(t *testing.T) {
 		rule := "/apis/monitoring.coreos.com/v1/namespaces/" + ns + "/prometheusrules/terdut-server"
 		account := "/api/v1/namespaces/" + ns + "/serviceaccounts/terdut-server"
 
-		// Revision 1: the operator's token, an Ingress.
+		// Revision 1: the operator's token, an Ingress, and the server's own account.
 		run("install", "terdut-server", chartDir(t), "--create-namespace", "-f", presetFile(t, "token"))
-		if !slices.Contains(args(), "--operator-token-file=/etc/terdut/operator-token/token") || !exists(ingress) || exists(route) {
-			t.Fatalf("after install: got args %q, Ingress %v, HTTPRoute %v; want the token preset's", args(), exists(ingress), exists(route))
+		if !slices.Contains(args(), "--operator-token-file=/etc/terdut/operator-token/token") || !exists(ingress) || exists(route) || !exists(account) {
+			t.Fatalf("after install: got args %q, Ingress %v, HTTPRoute %v, ServiceAccount %v; want the token preset's",
+				args(), exists(ingress), exists(route), exists(account))
 		}
 		// Revision 2: Zalando's database, an HTTPRoute, the ServiceMonitor and the alerts.
 		run("upgrade", "terdut-server", chartDir(t), "-f", presetFile(t, "zalando"))
@@ -221,10 +222,10 @@ func TestKubeChart(t *testing.T) {
 		} else if !strings.Contains(errOut, "replicas") {
 			t.Errorf("upgrade with replicas=two: got %q, want a refusal naming replicas", errOut)
 		}
-		// Revision 4: back to revision 1.
+		// Revision 4: back to revision 1, whose pods run as the server's own account too.
 		run("rollback", "terdut-server", "1")
 		if !slices.Contains(args(), "--operator-token-file=/etc/terdut/operator-token/token") || !exists(ingress) ||
-			exists(route) || exists(monitor) || exists(rule) || exists(account) {
+			exists(route) || exists(monitor) || exists(rule) || !exists(account) {
 			t.Errorf("after rollback to 1: got args %q, Ingress %v, HTTPRoute %v, ServiceMonitor %v, PrometheusRule %v, ServiceAccount %v; want revision 1's",
 				args(), exists(ingress), exists(route), exists(monitor), exists(rule), exists(account))
 		}

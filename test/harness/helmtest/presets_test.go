@@ -89,8 +89,10 @@ func TestChart_Presets(t *testing.T) {
 			if !hasArg(args, "--operator-token-file=/etc/terdut/operator-token/token") || argPrefix(args, "--operator-oidc-") {
 				t.Errorf("got %q, want --operator-token-file and no --operator-oidc-*", args)
 			}
-			if !slices.Contains(ks, "Ingress") || slices.Contains(ks, "ServiceAccount") || slices.Contains(ks, "HTTPRoute") {
-				t.Errorf("got kinds %v, want an Ingress, no HTTPRoute, no ServiceAccount", ks)
+			// The server's own account, with no permission: no RBAC with the operator token.
+			if !slices.Contains(ks, "Ingress") || !slices.Contains(ks, "ServiceAccount") || slices.Contains(ks, "HTTPRoute") ||
+				slices.Contains(ks, "ClusterRole") || slices.Contains(ks, "ClusterRoleBinding") {
+				t.Errorf("got kinds %v, want an Ingress, a ServiceAccount, no HTTPRoute and no RBAC", ks)
 			}
 		},
 		"kubeadm": func(t *testing.T, d deployment, args, ks []string) {

@@ -43,3 +43,19 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- define "terdut.scheme" -}}
 {{- if .Values.tls.enabled -}}HTTPS{{- else -}}HTTP{{- end -}}
 {{- end -}}
+
+{{/* Refusals of values that pass the schema but must not be installed as they are. */}}
+{{- define "terdut.validate" -}}
+{{- $sso := .Values.sso -}}
+{{- if $sso.enabled -}}
+{{- if not $sso.issuer -}}{{- fail "sso.issuer: single sign-on (sso.enabled) needs the provider's issuer URL" -}}{{- end -}}
+{{- if and (not $sso.allowedGroups) (not $sso.allowAllAccounts) -}}
+{{- fail "sso.allowedGroups is empty: every account the provider authenticates could sign in. List the groups that may (sso.allowedGroups), or set sso.allowAllAccounts: true if every account of the provider may (docs/sso.md#with-the-chart)" -}}
+{{- end -}}
+{{- if and $sso.allowedGroups $sso.allowAllAccounts -}}
+{{- fail "sso.allowAllAccounts is true and sso.allowedGroups lists groups: say one or the other" -}}
+{{- end -}}
+{{- else if $sso.issuer -}}
+{{- fail "sso.issuer is set but sso.enabled is not true: single sign-on is off unless sso.enabled is true (before chart 0.2.0 it defaulted to true). Set sso.enabled: true to keep it, or remove sso.issuer" -}}
+{{- end -}}
+{{- end -}}
