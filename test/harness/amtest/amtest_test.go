@@ -144,6 +144,7 @@ func TestStart_FiringThenResolved(t *testing.T) {
 		t.Errorf("after the resolution: GET /api/v2/alerts got %+v, want none (it hides resolved alerts)", got)
 	}
 
+	assertLoopbackOnly(t, am)
 	for _, r := range rec.all() {
 		if r.Auth != "Bearer "+token {
 			t.Errorf("Authorization: got %q, want %q (the credentials file's content, trimmed)", r.Auth, "Bearer "+token)
@@ -231,4 +232,5 @@ func TestStartCluster(t *testing.T) {
 		i := slices.IndexFunc(as, byName("OnBoth"))
 		return i >= 0 && as[i].Status.State == "active" && len(as[i].Status.SilencedBy) == 0
 	})
+	assertLoopbackOnly(t, ams...)
 }
