@@ -140,3 +140,6 @@ func FreePorts(n int) ([]int, error) {
 	}
 	return ports, nil
 }
+
+// Pid is the program's process ID, which is also its process group's.
+func (p *Proc) Pid() int { return p.cmd.Process.Pid }
