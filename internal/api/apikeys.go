@@ -83,9 +83,9 @@ func (s *server) handleAPIKeyCreate() http.Handler {
 			s.writeError(w, r, err)
 			return
 		}
-		name := strings.TrimSpace(req.Name)
-		if name == "" || len(name) > 100 || strings.IndexFunc(name, unicode.IsControl) >= 0 {
-			s.writeError(w, r, errBadRequest("invalid_name", "A key's name is 1 to 100 characters, without control characters."))
+		name, err := checkName(req.Name, "A key's name")
+		if err != nil {
+			s.writeError(w, r, err)
 			return
 		}
 		expires, err := parseExpiresAt(req.ExpiresAt)
@@ -176,4 +176,14 @@ func keyDetail(k store.APIKey) string {
 		d += ", expires " + k.ExpiresAt.UTC().Format(time.RFC3339)
 	}
 	return d
+}
+
+// checkName trims a name a person gives to something (a key, an integration) and admits 1 to
+// 100 bytes without control characters; what names it in the error.
+func checkName(raw, what string) (string, error) {
+	name := strings.TrimSpace(raw)
+	if name == "" || len(name) > 100 || strings.IndexFunc(name, unicode.IsControl) >= 0 {
+		return "", errBadRequest("invalid_name", what+" is 1 to 100 characters, without control characters.")
+	}
+	return name, nil
 }

@@ -3,9 +3,7 @@ package api
 import (
 	"fmt"
 	"net/http"
-	"strings"
 	"time"
-	"unicode"
 
 	"github.com/terdut-server/terdut-server/internal/store"
 )
@@ -64,9 +62,9 @@ func (s *server) handleIntegrationCreate() http.Handler {
 			s.writeError(w, r, err)
 			return
 		}
-		name := strings.TrimSpace(req.Name)
-		if name == "" || len(name) > 100 || strings.IndexFunc(name, unicode.IsControl) >= 0 {
-			s.writeError(w, r, errBadRequest("invalid_name", "An integration's name is 1 to 100 characters, without control characters."))
+		name, err := checkName(req.Name, "An integration's name")
+		if err != nil {
+			s.writeError(w, r, err)
 			return
 		}
 		expire := store.DefaultExpireAfter
