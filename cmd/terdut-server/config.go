@@ -28,6 +28,7 @@ type Config struct {
 	TLSCertFile       string // empty: plain http
 	TLSKeyFile        string
 	MetricsListen     string // empty: /metrics is served nowhere (Listen never serves it)
+	WebhookListen     string // empty: Alertmanager's webhook on Listen alone
 	Database          DatabaseConfig
 	DatabaseURL       string // the URL to connect with, credentials and all: never print it
 	PublicURL         *url.URL
@@ -79,6 +80,7 @@ func parseConfig(name string, args []string, getenv func(string) string, stdout 
 	fs.StringVar(&c.OperatorListen, "operator-listen", "", "address of a second listener for the operator's endpoints alone (the claim, its status and the reset), which --listen then answers 404, such as :8081; empty: --listen serves them")
 	fs.StringVar(&c.TLSCertFile, "tls-cert-file", "", "PEM certificate chain that every listener serves https with, re-read when it changes (such as a cert-manager Secret's tls.crt); empty: plain http")
 	fs.StringVar(&c.TLSKeyFile, "tls-key-file", "", "PEM private key of --tls-cert-file (such as a cert-manager Secret's tls.key)")
+	fs.StringVar(&c.WebhookListen, "webhook-listen", "", "address of a listener of its own for Alertmanager's webhook (POST /api/webhooks/alertmanager) alone, such as :8082, that believes no proxy's headers; --listen serves the webhook too; empty: --listen alone")
 	fs.StringVar(&c.MetricsListen, "metrics-listen", "", "address of a listener of its own for GET /metrics, such as :9090; --listen never serves /metrics (it answers 404); empty: /metrics is served nowhere")
 	c.Database.define(fs)
 	fs.StringVar(&publicURL, "public-url", "http://localhost:8080", "URL where people reach this server")
@@ -159,6 +161,10 @@ func (c Config) validate() error {
 	}
 	if _, port, _ := net.SplitHostPort(c.OperatorListen); c.OperatorListen != "" && c.OperatorListen == c.Listen && port != "0" {
 		problems = append(problems, fmt.Sprintf("--operator-listen %s is --listen's address: give the operator's endpoints a port of their own, such as :8081", c.OperatorListen))
+	}
+	if _, port, _ := net.SplitHostPort(c.WebhookListen); c.WebhookListen != "" && port != "0" &&
+		(c.WebhookListen == c.Listen || c.WebhookListen == c.OperatorListen || c.WebhookListen == c.MetricsListen) {
+		problems = append(problems, fmt.Sprintf("--webhook-listen %s is the address of another listener: give the webhook a port of its own, such as :8082", c.WebhookListen))
 	}
 	if _, port, _ := net.SplitHostPort(c.MetricsListen); c.MetricsListen != "" && (c.MetricsListen == c.Listen || c.MetricsListen == c.OperatorListen) && port != "0" {
 		problems = append(problems, fmt.Sprintf("--metrics-listen %s is the address of another listener: give /metrics a port of its own, such as :9090", c.MetricsListen))

@@ -35,7 +35,7 @@ type flagGroup struct {
 }
 
 var serveGroups = []flagGroup{
-	{"Listeners", []string{"listen", "operator-listen", "metrics-listen", "public-url", "tls-cert-file", "tls-key-file",
+	{"Listeners", []string{"listen", "operator-listen", "metrics-listen", "webhook-listen", "public-url", "tls-cert-file", "tls-key-file",
 		"trusted-proxies", "shutdown-timeout"}},
 	{"Database", databaseNames},
 	{"The claim and the operator's identity", []string{"bootstrap-gate", "operator-token-file", "operator-oidc-issuer",

@@ -92,11 +92,11 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 			Scopes: cfg.OIDCScopes, UsernameClaim: cfg.OIDCUsernameClaim, EndpointOrigins: cfg.OIDCOrigins,
 			GroupsClaim: cfg.OIDCGroupsClaim, AllowedGroups: cfg.OIDCAllowedGroups, AdminGroups: cfg.OIDCAdminGroups}
 	}
-	var people, operator http.Handler
-	if cfg.OperatorListen != "" {
-		people, operator = api.NewSplitServer(st, opts)
-	} else {
-		people = api.NewServer(st, opts)
+	handlers := api.NewHandlers(st, opts, cfg.OperatorListen != "")
+	people, operator := handlers.People, handlers.Operator
+	var webhook http.Handler
+	if cfg.WebhookListen != "" {
+		webhook = handlers.Webhook
 	}
 	// /metrics is never served on --listen, which a route exposes to everyone for every path:
 	// on --metrics-listen, or nowhere.
@@ -106,7 +106,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	} else {
 		log.Info("no --metrics-listen: /metrics is served nowhere (--listen never serves it); set --metrics-listen, such as :9090, to scrape the server")
 	}
-	ports, err := openPorts(cfg, people, operator, metricsHandler, pair, log)
+	ports, err := openPorts(cfg, people, operator, metricsHandler, webhook, pair, log)
 	if err != nil {
 		return err
 	}
@@ -127,10 +127,10 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 }
 
 // openPorts listens on --listen for people; when operator is not nil, on --operator-listen
-// for the operator; and when metrics is not nil, on --metrics-listen for GET /metrics. Every
-// port or none. The ports share one error log, which bounds the lines anonymous connections
+// for the operator; when metrics is not nil, on --metrics-listen for GET /metrics; and when
+// webhook is not nil, on --webhook-listen for Alertmanager's webhook. Every port or none. The ports share one error log, which bounds the lines anonymous connections
 // can cause.
-func openPorts(cfg Config, people, operator, metrics http.Handler, pair *certfile.Pair, log *slog.Logger) ([]*port, error) {
+func openPorts(cfg Config, people, operator, metrics, webhook http.Handler, pair *certfile.Pair, log *slog.Logger) ([]*port, error) {
 	errorLog := newErrorLog(log)
 	p, err := listen("--listen", cfg.Listen, "terdut-server listening", people, pair, errorLog)
 	if err != nil {
@@ -143,6 +143,7 @@ func openPorts(cfg Config, people, operator, metrics http.Handler, pair *certfil
 	}{
 		{"--operator-listen", cfg.OperatorListen, "terdut-server listening for the operator", operator},
 		{"--metrics-listen", cfg.MetricsListen, "terdut-server listening for metrics", metrics},
+		{"--webhook-listen", cfg.WebhookListen, "terdut-server listening for Alertmanager", webhook},
 	} {
 		if more.h == nil {
 			continue

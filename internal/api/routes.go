@@ -102,6 +102,22 @@ func (s *server) routes(split bool) (people, operator http.Handler) {
 	return s.handler(r), s.handler(op)
 }
 
+// webhookPort is the handler of a port for Alertmanager's webhook alone (--webhook-listen), so
+// that a NetworkPolicy can admit Alertmanager's namespace to it and to nothing else. No proxy
+// stands in front of it: headers that name a client (X-Forwarded-For, X-Real-IP, Forwarded)
+// are dropped, so a sender there never names an address but its own.
+func (s *server) webhookPort() http.Handler {
+	r := s.newRouter()
+	r.Method(http.MethodPost, "/api/webhooks/alertmanager", s.handleAlertmanagerWebhook())
+	h := s.handler(r)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for _, name := range []string{"X-Forwarded-For", "X-Real-Ip", "Forwarded"} {
+			r.Header.Del(name)
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
 // NewMetricsHandler returns the handler of a port for metrics alone (Options.MetricsOwnPort):
 // GET /metrics from g, and every other path the JSON 404 of the other ports. Its requests are
 // neither counted in the metrics nor logged: a scrape every few seconds would drown the rest.

@@ -173,6 +173,21 @@ func NewSplitServer(st Store, opts Options) (people, operator http.Handler) {
 	return newServer(st, opts).routes(true)
 }
 
+// Handlers are the handlers of one server, for its ports: people's, the operator's (nil
+// unless split) and the webhook's, which serves Alertmanager's webhook alone (see
+// routes.webhookPort).
+type Handlers struct {
+	People, Operator, Webhook http.Handler
+}
+
+// NewHandlers returns every handler of one server, which share its limits, metrics and logs;
+// split as NewSplitServer does.
+func NewHandlers(st Store, opts Options, split bool) Handlers {
+	s := newServer(st, opts)
+	people, operator := s.routes(split)
+	return Handlers{People: people, Operator: operator, Webhook: s.webhookPort()}
+}
+
 func newServer(st Store, opts Options) *server {
 	s := &server{store: st, opts: opts, log: opts.Logger, passwords: opts.Passwords,
 		crossOrigin: http.NewCrossOriginProtection(), nameTags: newNameTagger()}
