@@ -20,11 +20,14 @@ func WithCredentials(rawURL, user, password string) (string, error) {
 	}
 	name := u.User.Username()
 	_, hasPassword := u.User.Password()
+	// pgx reads a password from the query too (password=...), and prefers it to the user
+	// part's: one there and one given apart is as ambiguous as one in the user part.
+	queryPassword := u.Query().Has("password")
 	if user != "" {
 		name = user
 	}
 	switch {
-	case password != "" && hasPassword:
+	case password != "" && (hasPassword || queryPassword):
 		return "", ErrURLHasPassword
 	case password != "":
 		u.User = url.UserPassword(name, password)

@@ -21,6 +21,7 @@ func TestWithCredentials(t *testing.T) {
 		{name: "SeveralHosts", url: "postgres://db-0:5432,db-1:5432/terdut?target_session_attrs=read-write", user: "app", password: "pw",
 			want: "postgres://app:pw@db-0:5432,db-1:5432/terdut?target_session_attrs=read-write"},
 		{name: "ErrURLHasPassword", url: "postgres://a:urlpw@db/terdut", password: "pw", err: store.ErrURLHasPassword},
+		{name: "ErrURLHasQueryPassword", url: "postgres://a@db/terdut?password=urlpw", password: "pw", err: store.ErrURLHasPassword},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
