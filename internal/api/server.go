@@ -100,9 +100,13 @@ type Options struct {
 
 	// Bounds on what anonymous callers can make one replica do (see limits.go).
 	LoginRatePerAddress int            // sign-ins (password, or SSO start) a minute per client address; 0: no limit
-	TrustedProxies      []netip.Prefix // peers whose X-Forwarded-For names the client; none: it is ignored
-	PasswordChecks      int            // password checks at once; 0: GOMAXPROCS
-	PasswordCheckWait   time.Duration  // how long a check waits for a free slot; 0: 1s
+	TrustedProxies      []netip.Prefix // peers whose ForwardedHeader names the client; none: it is ignored
+	// ForwardedHeader is the one header in which the trusted proxies name their client:
+	// "X-Forwarded-For" (also when empty), "Forwarded" or "X-Real-IP", in any case (see
+	// clientAddr). NewServer panics on another: check it with ForwardedHeader first.
+	ForwardedHeader   string
+	PasswordChecks    int           // password checks at once; 0: GOMAXPROCS
+	PasswordCheckWait time.Duration // how long a check waits for a free slot; 0: 1s
 	// AddressRefusalPause is how long a sign-in over its address's rate waits for its 429;
 	// 0: a second (see allowAddress).
 	AddressRefusalPause time.Duration
@@ -153,6 +157,11 @@ func newServer(st Store, opts Options) *server {
 	s.cookieName = sessionCookie
 	if opts.PublicURL != nil && opts.PublicURL.Scheme == "https" {
 		s.cookieName = "__Host-" + sessionCookie
+	}
+	if h, ok := ForwardedHeader(opts.ForwardedHeader); ok {
+		s.opts.ForwardedHeader = h
+	} else {
+		panic("api: Options.ForwardedHeader " + opts.ForwardedHeader + " is none of X-Forwarded-For, Forwarded, X-Real-IP")
 	}
 	if opts.SessionTTL == 0 {
 		s.opts.SessionTTL = 12 * time.Hour
