@@ -107,6 +107,8 @@ type Options struct {
 	ForwardedHeader   string
 	PasswordChecks    int           // password checks at once; 0: GOMAXPROCS
 	PasswordCheckWait time.Duration // how long a check waits for a free slot; 0: 1s
+	// ReadyCacheTTL is how long one readiness check answers every GET /readyz; 0: a second.
+	ReadyCacheTTL time.Duration
 	// AddressRefusalPause is how long a sign-in over its address's rate waits for its 429;
 	// 0: a second (see allowAddress).
 	AddressRefusalPause time.Duration
@@ -127,6 +129,7 @@ type server struct {
 	overloadLog *logcap.Limiter // bounds the lines of refused password checks
 	nameTags    nameTagger      // names an unknown username in a log line without writing it
 	split       bool            // the operator's endpoints are on a port of their own (routes)
+	readiness   *readiness      // the last readiness check, shared by /readyz's probes
 }
 
 // DefaultCheckLease is how long a password check counts against its person's limit while it
@@ -186,6 +189,7 @@ func newServer(st Store, opts Options) *server {
 		s.opts.Registry, s.opts.Gatherer = reg, reg
 	}
 	s.metrics = newMetrics(s.opts.Registry, st)
+	s.readiness = newReadiness(s.opts.ReadyCacheTTL, s.opts.Registry)
 	s.refusalLogs = logcap.NewPerKey(refusalLogPeriod)
 	s.overloadLog = logcap.NewLimiter(time.Second)
 	s.addresses = newAddressLimiter(opts.LoginRatePerAddress, maxTrackedAddresses)
