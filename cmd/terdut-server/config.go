@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/terdut-server/terdut-server/internal/api"
 	"github.com/terdut-server/terdut-server/internal/opjwt"
 	"github.com/terdut-server/terdut-server/internal/store"
 )
@@ -43,6 +44,7 @@ type Config struct {
 	PasswordCost      int
 	LoginRatePerIP    int
 	TrustedProxies    []netip.Prefix
+	ForwardedHeader   string // canonical: X-Forwarded-For, Forwarded or X-Real-Ip
 	SessionTTL        time.Duration
 	OIDCIssuer        string
 	OIDCClientID      string
@@ -75,7 +77,7 @@ type Config struct {
 func parseConfig(name string, args []string, getenv func(string) string, stdout io.Writer) (Config, error) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	var c Config
-	var publicURL, secretFile, scopes, allowed, admins, origins, logLevel, proxies string
+	var publicURL, secretFile, scopes, allowed, admins, origins, logLevel, proxies, forwarded string
 	fs.StringVar(&c.Listen, "listen", ":8080", "address to listen on")
 	fs.StringVar(&c.OperatorListen, "operator-listen", "", "address of a second listener for the operator's endpoints alone (the claim, its status and the reset), which --listen then answers 404, such as :8081; empty: --listen serves them")
 	fs.StringVar(&c.TLSCertFile, "tls-cert-file", "", "PEM certificate chain that every listener serves https with, re-read when it changes (such as a cert-manager Secret's tls.crt); empty: plain http")
@@ -94,7 +96,8 @@ func parseConfig(name string, args []string, getenv func(string) string, stdout 
 	fs.DurationVar(&c.LoginLimitWindow, "password-login-window", 15*time.Minute, "window of --password-login-limit")
 	fs.IntVar(&c.PasswordCost, "password-hash-cost", 12, "bcrypt cost of stored passwords (4-31)")
 	fs.IntVar(&c.LoginRatePerIP, "login-rate-per-ip", 20, "sign-ins (password, or the start of single sign-on) allowed per minute from one client address, on each replica; 0: no limit")
-	fs.StringVar(&proxies, "trusted-proxies", "", "comma-separated addresses or CIDR ranges of proxies whose X-Forwarded-For names the client; empty: the header is ignored")
+	fs.StringVar(&proxies, "trusted-proxies", "", "comma-separated addresses or CIDR ranges of proxies whose --trusted-proxy-header names the client; empty: the header is ignored")
+	fs.StringVar(&forwarded, "trusted-proxy-header", "X-Forwarded-For", "the one header in which --trusted-proxies name their client: X-Forwarded-For, Forwarded or X-Real-IP; the others are never read for the client's address")
 	fs.DurationVar(&c.SessionTTL, "session-ttl", 12*time.Hour, "how long a sign-in lasts")
 	fs.StringVar(&c.OIDCIssuer, "oidc-issuer", "", "OIDC issuer URL; empty turns single sign-on off")
 	fs.StringVar(&c.OIDCClientID, "oidc-client-id", "", "OIDC client id")
@@ -139,6 +142,10 @@ func parseConfig(name string, args []string, getenv func(string) string, stdout 
 	c.OIDCOrigins = splitList(origins)
 	if c.TrustedProxies, err = parsePrefixes(proxies); err != nil {
 		return Config{}, err
+	}
+	var ok bool
+	if c.ForwardedHeader, ok = api.ForwardedHeader(forwarded); !ok {
+		return Config{}, fmt.Errorf("--trusted-proxy-header %q: give the header your proxy writes the client's address in: X-Forwarded-For, Forwarded or X-Real-IP", forwarded)
 	}
 	if err := c.LogLevel.UnmarshalText([]byte(logLevel)); err != nil {
 		return Config{}, fmt.Errorf("--log-level %q: use debug, info, warn or error", logLevel)

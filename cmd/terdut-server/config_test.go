@@ -31,7 +31,7 @@ func defaultConfig() (Config, string) {
 			ReviewCAFile: defaultServiceAccountCAFile},
 		OIDCPendingLimit: 10000, APIKeysPerUser: 100, SSOAPIKeyMaxTTL: 2160 * time.Hour, SweepInterval: 15 * time.Minute,
 		ExpiryInterval: time.Minute, WebhookMaxBytes: 32 << 20,
-		LoginRatePerIP: 20, SSOKeySignIn: 15 * time.Minute, AuditRetention: 8760 * time.Hour, AccessLog: true,
+		LoginRatePerIP: 20, ForwardedHeader: "X-Forwarded-For", SSOKeySignIn: 15 * time.Minute, AuditRetention: 8760 * time.Hour, AccessLog: true,
 		AccessLogInterval: 100 * time.Millisecond}, "http://localhost:8080"
 }
 
@@ -62,11 +62,11 @@ func TestParseConfig(t *testing.T) {
 			"--password-hash-cost", "10", "--session-ttl", "1h", "--log-level", "debug", "--shutdown-timeout", "5s",
 			"--password-login-limit", "3", "--password-login-window", "1h",
 			"--oidc-pending-limit", "50", "--api-keys-per-user", "7", "--sso-api-key-max-ttl", "720h", "--sweep-interval", "1m",
-			"--login-rate-per-ip", "5", "--trusted-proxies", "10.0.0.0/8, 192.0.2.7,,fd00::/8", "--sso-key-sign-in-window", "5m"},
+			"--login-rate-per-ip", "5", "--trusted-proxies", "10.0.0.0/8, 192.0.2.7,,fd00::/8", "--trusted-proxy-header", "x-real-ip", "--sso-key-sign-in-window", "5m"},
 			want: func(c *Config, publicURL *string) {
 				c.LoginLimitMax, c.LoginLimitWindow, c.SSOKeySignIn = 3, time.Hour, 5*time.Minute
 				c.OIDCPendingLimit, c.APIKeysPerUser, c.SSOAPIKeyMaxTTL, c.SweepInterval = 50, 7, 720*time.Hour, time.Minute
-				c.LoginRatePerIP = 5
+				c.LoginRatePerIP, c.ForwardedHeader = 5, "X-Real-Ip"
 				c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.0.2.7/32"),
 					netip.MustParsePrefix("fd00::/8")}
 				c.Listen, *publicURL, c.BootstrapGate, c.OperatorTokenFile = "127.0.0.1:9000", "https://terdut.example.com/", false, "/run/token"
@@ -80,11 +80,12 @@ func TestParseConfig(t *testing.T) {
 			"TERDUT_PASSWORD_LOGIN_LIMIT": "20", "TERDUT_PASSWORD_LOGIN_WINDOW": "5m",
 			"TERDUT_OIDC_PENDING_LIMIT": "60", "TERDUT_API_KEYS_PER_USER": "8", "TERDUT_SSO_API_KEY_MAX_TTL": "24h",
 			"TERDUT_SWEEP_INTERVAL":    "30s",
-			"TERDUT_LOGIN_RATE_PER_IP": "0", "TERDUT_TRUSTED_PROXIES": "10.1.2.0/24", "TERDUT_SSO_KEY_SIGN_IN_WINDOW": "1h"},
+			"TERDUT_LOGIN_RATE_PER_IP": "0", "TERDUT_TRUSTED_PROXIES": "10.1.2.0/24", "TERDUT_TRUSTED_PROXY_HEADER": "Forwarded", "TERDUT_SSO_KEY_SIGN_IN_WINDOW": "1h"},
 			want: func(c *Config, publicURL *string) {
 				c.LoginLimitMax, c.LoginLimitWindow, c.SSOKeySignIn = 20, 5*time.Minute, time.Hour
 				c.OIDCPendingLimit, c.APIKeysPerUser, c.SSOAPIKeyMaxTTL, c.SweepInterval = 60, 8, 24*time.Hour, 30*time.Second
 				c.LoginRatePerIP, c.TrustedProxies = 0, []netip.Prefix{netip.MustParsePrefix("10.1.2.0/24")}
+				c.ForwardedHeader = "Forwarded"
 				c.Listen, *publicURL, c.BootstrapGate, c.OperatorTokenFile = ":9090", "https://t.example", false, "/run/token"
 				c.ResetMax, c.ResetWindow, c.PasswordLogin, c.PasswordCost = 3, 30*time.Second, false, 4
 				c.SessionTTL, c.LogLevel, c.ShutdownTimeout = 2*time.Hour, slog.LevelWarn, time.Second
@@ -293,6 +294,8 @@ func TestParseConfig_Invalid(t *testing.T) {
 		{name: "ErrLoginRatePerIP", args: []string{"--login-rate-per-ip", "-1"}, env: db, want: []string{"--login-rate-per-ip -1"}},
 		{name: "ErrTrustedProxies", args: []string{"--trusted-proxies", "10.0.0.0/8,proxy.internal"}, env: db,
 			want: []string{`--trusted-proxies "proxy.internal"`, "CIDR"}},
+		{name: "ErrTrustedProxyHeader", args: []string{"--trusted-proxy-header", "X-Client-IP"}, env: db,
+			want: []string{`--trusted-proxy-header "X-Client-IP"`, "X-Forwarded-For, Forwarded or X-Real-IP"}},
 		{name: "ErrDatabaseURLFileMissing", args: []string{"--database-url-file", "/nonexistent/terdut-db-url"}, want: []string{"--database-url-file", "/nonexistent/terdut-db-url"}},
 		{name: "ErrDatabaseURLFileEmpty", env: env{"TERDUT_DATABASE_URL_FILE": emptyFile}, want: []string{"--database-url-file", "is empty"}},
 		{name: "ErrOIDCSecretFileEmpty", args: []string{"--oidc-client-secret-file", emptyFile}, env: oidc, want: []string{"--oidc-client-secret-file", "is empty"}},

@@ -36,7 +36,7 @@ type flagGroup struct {
 
 var serveGroups = []flagGroup{
 	{"Listeners", []string{"listen", "operator-listen", "metrics-listen", "webhook-listen", "public-url", "tls-cert-file", "tls-key-file",
-		"trusted-proxies", "shutdown-timeout"}},
+		"trusted-proxies", "trusted-proxy-header", "shutdown-timeout"}},
 	{"Database", databaseNames},
 	{"The claim and the operator's identity", []string{"bootstrap-gate", "operator-token-file", "operator-oidc-issuer",
 		"operator-oidc-audience", "operator-oidc-subjects", "operator-oidc-ca-file", "operator-oidc-issuer-token-file",

@@ -40,20 +40,32 @@ func listen(setting, addr, msg string, h http.Handler, pair *certfile.Pair, erro
 	return &port{setting: setting, msg: msg, srv: srv, ln: ln}, nil
 }
 
-// anonymousFailures are the lines of net/http's error log that any client can cause once a
-// connection, with nothing to show: a TLS handshake that fails (not TLS at all, a wrong
-// version, a client hanging up in it) and an HTTP/2 connection that does not start with
-// the preface.
-var anonymousFailures = []struct{ prefix, reason, msg string }{
+// errorLogKinds are the kinds of lines of net/http's error log, by how each begins. Any
+// client can cause most of them once a connection with nothing to show (a TLS handshake that
+// fails, an HTTP/2 connection that does not start with the preface, that sends GOAWAY with an
+// error or a frame the protocol forbids), and net/http and its HTTP/2 server may write lines
+// no one has seen yet: so every line is of one kind, the last kind ("other") taking whatever
+// the others do not.
+var errorLogKinds = []struct{ prefix, reason, msg string }{
 	{"http: TLS handshake error from ", "tls_handshake",
 		"TLS handshakes failed (logged at most once a second)"},
 	{"http2: server: error reading preface from client ", "http2_preface",
 		"HTTP/2 connections did not start with the preface (logged at most once a second)"},
+	{"http2: received GOAWAY ", "http2_goaway",
+		"HTTP/2 clients went away with an error (logged at most once a second)"},
+	{"http2: server connection error from ", "http2_connection_error",
+		"HTTP/2 connections broke the protocol (logged at most once a second)"},
+	{"http2: ", "http2_other",
+		"the HTTP/2 server reported a connection's failure (logged at most once a second)"},
+	{"", "other",
+		"net/http reported a failure (logged at most once a second)"},
 }
 
-// errorLog is net/http's error log: its lines go to the server's log at WARN, but those of
-// anonymousFailures at most once a second for each reason (the other refusals that anyone
-// can cause are bounded alike), each saying how many it stands for and the last failure.
+// errorLog is net/http's error log: each of its lines goes to the server's log at WARN, at
+// most one a second for each kind (errorLogKinds), saying how many it stands for and, cut to a
+// bounded length, the last line as net/http wrote it. So however many connections a client
+// opens, and whatever they make net/http say, the log grows by a few lines a second at most
+// (the other refusals that anyone can cause are bounded alike).
 type errorLog struct {
 	log    *slog.Logger
 	limits *logcap.PerKey
@@ -67,16 +79,15 @@ func newErrorLog(l *slog.Logger) *log.Logger {
 
 func (e *errorLog) Write(p []byte) (int, error) {
 	line := strings.TrimSuffix(string(p), "\n")
-	for _, f := range anonymousFailures {
-		if !strings.HasPrefix(line, f.prefix) {
+	for _, k := range errorLogKinds {
+		if !strings.HasPrefix(line, k.prefix) {
 			continue
 		}
-		if ok, suppressed := e.limits.Allow(f.reason); ok {
-			e.log.Warn(f.msg, "reason", f.reason, "suppressed", suppressed, "last", logcap.Cut(line, 4*logcap.MaxBytes))
+		if ok, suppressed := e.limits.Allow(k.reason); ok {
+			e.log.Warn(k.msg, "reason", k.reason, "suppressed", suppressed, "last", logcap.Cut(line, 4*logcap.MaxBytes))
 		}
-		return len(p), nil
+		break
 	}
-	e.log.Warn(line)
 	return len(p), nil
 }
 

@@ -86,7 +86,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		LoginLimit: store.RateLimit{Max: cfg.LoginLimitMax, Window: cfg.LoginLimitWindow}, Registry: reg, Gatherer: reg,
 		OIDCPendingLimit: cfg.OIDCPendingLimit, APIKeysPerUser: cfg.APIKeysPerUser, WebhookMaxBytes: cfg.WebhookMaxBytes,
 		SSOAPIKeyMaxTTL: cfg.SSOAPIKeyMaxTTL, SSOKeySignInWindow: cfg.SSOKeySignIn, MetricsOwnPort: true}
-	opts.LoginRatePerAddress, opts.TrustedProxies = cfg.LoginRatePerIP, cfg.TrustedProxies
+	opts.LoginRatePerAddress, opts.TrustedProxies, opts.ForwardedHeader = cfg.LoginRatePerIP, cfg.TrustedProxies, cfg.ForwardedHeader
 	if cfg.OIDCIssuer != "" {
 		opts.OIDC = &api.OIDCOptions{Issuer: cfg.OIDCIssuer, ClientID: cfg.OIDCClientID, ClientSecret: cfg.OIDCClientSecret,
 			Scopes: cfg.OIDCScopes, UsernameClaim: cfg.OIDCUsernameClaim, EndpointOrigins: cfg.OIDCOrigins,

@@ -12,10 +12,25 @@ import (
 // proxy (whose address, on the server's machine, is loopback), and the open claim is taken
 // only when every account sent names a client on this machine (localClient).
 
-// forwardingHeaders are the headers in which a proxy names its client, in the order in which
-// clientAddr believes them: X-Forwarded-For first, which nearly every proxy appends to, so
-// that a client cannot choose its address by sending one of the others.
+// forwardingHeaders are the headers in which a proxy names its client. clientAddr reads only
+// the one that the trusted proxies write (Options.ForwardedHeader); localClient, for the open
+// claim, takes a request as local only when every one of them that it has says so.
 var forwardingHeaders = [...]string{"X-Forwarded-For", "Forwarded", "X-Real-Ip"}
+
+// ForwardedHeader returns the canonical name of the forwarding header name, matched without
+// regard to case ("" is X-Forwarded-For), and whether it is one of the headers a proxy names
+// its client in.
+func ForwardedHeader(name string) (string, bool) {
+	if name == "" {
+		return forwardingHeaders[0], true
+	}
+	for _, h := range forwardingHeaders {
+		if strings.EqualFold(h, name) {
+			return h, true
+		}
+	}
+	return "", false
+}
 
 // sentHeader reports whether h has header name at all, even empty.
 func sentHeader(h http.Header, name string) bool { return len(h.Values(name)) > 0 }

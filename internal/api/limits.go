@@ -86,27 +86,23 @@ func (l *addressLimiter) allow(addr netip.Addr) (time.Duration, bool) {
 }
 
 // clientAddr returns the address a request came from: its peer's, unless the peer is a trusted
-// proxy; then the client that the first of forwardingHeaders the request has names
-// (forwardedClient), or the peer's own when it has none of them (the proxy's own request).
-// When that header names no client, it returns the zero Addr, never the proxy's: such
-// requests share one bucket of the per-address limit, and logs and audit rows say "unknown"
-// (clientName).
+// proxy; then the client that the header the trusted proxies write (Options.ForwardedHeader)
+// names (forwardedClient), or the peer's own when the request does not have it (the proxy's own
+// request). The other forwarding headers are never read here: a proxy passes on, untouched,
+// those it does not write, so they are the client's word. When the header names no client, it
+// returns the zero Addr, never the proxy's: such requests share one bucket of the per-address
+// limit, and logs and audit rows say "unknown" (clientName).
 func (s *server) clientAddr(r *http.Request) netip.Addr {
 	ap, err := netip.ParseAddrPort(r.RemoteAddr)
 	if err != nil {
 		return netip.Addr{} // not over TCP: every such caller shares one bucket
 	}
 	addr := ap.Addr().Unmap()
-	if !s.trustedProxy(addr) {
+	if !s.trustedProxy(addr) || !sentHeader(r.Header, s.opts.ForwardedHeader) {
 		return addr
 	}
-	for _, name := range forwardingHeaders {
-		if sentHeader(r.Header, name) {
-			client, _ := forwardedClient(r.Header, name, s.trustedProxy)
-			return client
-		}
-	}
-	return addr
+	client, _ := forwardedClient(r.Header, s.opts.ForwardedHeader, s.trustedProxy)
+	return client
 }
 
 // clientName is clientAddr as logs and audit rows show it: "unknown" when no client is named.

@@ -16,8 +16,8 @@ import (
 
 // TestOIDC_EndpointsRefused: a discovery document that names an endpoint in clear off
 // loopback, or the token, JWKS or UserInfo endpoint on an origin other than the issuer's,
-// is a misconfiguration: sign-in answers 500 sso_misconfigured naming the field, the log and
-// /readyz say so (readiness still 200: the provider's document does not take the replica
+// is a misconfiguration: sign-in answers 500 sso_misconfigured naming the field, the log says
+// so (readiness still 200, naming nothing: the provider's document does not take the replica
 // out), and nothing is sent to the provider: no authorization, no code, no client secret.
 func TestOIDC_EndpointsRefused(t *testing.T) {
 	for _, tc := range []struct{ name, field, url string }{
@@ -51,8 +51,8 @@ func TestOIDC_EndpointsRefused(t *testing.T) {
 				}
 			}
 			ready := srv.MustDo(t, apitest.Request{Method: http.MethodGet, Path: "/readyz"})
-			if ready.Status != http.StatusOK || !strings.Contains(string(ready.Body), tc.field) {
-				t.Errorf("readyz: got %d %s, want 200 naming %s", ready.Status, ready.Body, tc.field)
+			if ready.Status != http.StatusOK || strings.Contains(string(ready.Body), tc.field) {
+				t.Errorf("readyz: got %d %s, want 200 without the detail (the log has it)", ready.Status, ready.Body)
 			}
 			if a, tok := p.AuthorizeRequests(), p.TokenRequests(); a != 0 || tok != 0 {
 				t.Errorf("authorize requests %d, token requests %d: want none", a, tok)

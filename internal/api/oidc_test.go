@@ -563,11 +563,14 @@ func TestOIDC_Issuer(t *testing.T) {
 		if logs := srv.Logs.String(); !strings.Contains(logs, `"level":"ERROR"`) || !mentionsAll(logs) {
 			t.Errorf("the log at start does not name --oidc-issuer and both URLs:\n%s", logs)
 		}
+		// /readyz answers 503 and says no more; the log says why.
 		ready := srv.MustDo(t, apitest.Request{Method: http.MethodGet, Path: "/readyz"})
-		var body struct{ Status, Reason string }
-		ready.JSON(t, &body)
-		if ready.Status != http.StatusServiceUnavailable || !mentionsAll(body.Reason) {
-			t.Errorf("readyz: got %d %s, want 503 naming --oidc-issuer and both URLs", ready.Status, ready.Body)
+		if ready.Status != http.StatusServiceUnavailable || strings.Contains(string(ready.Body), configured) {
+			t.Errorf("readyz: got %d %s, want 503 without the detail", ready.Status, ready.Body)
+		}
+		notReady := logLines(t, srv, func(l logLine) bool { return l["msg"] == "not ready: /readyz answers 503" })
+		if len(notReady) != 1 || notReady[0]["reason"] != "sso_wrong_issuer" || !mentionsAll(fmt.Sprint(notReady[0]["detail"])) {
+			t.Errorf("the log of readiness: got %v, want reason sso_wrong_issuer naming --oidc-issuer and both URLs", notReady)
 		}
 
 		// Sign-in says it is a configuration error, to API clients and browsers alike.

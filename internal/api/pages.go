@@ -2,7 +2,9 @@ package api
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"embed"
+	"encoding/base64"
 	"html/template"
 	"net/http"
 	"strings"
@@ -29,7 +31,34 @@ type pageData struct {
 	// when the page has no form to show. Done says the password was set.
 	Token string
 	Done  bool
+	// Open, on the set-password page, asks for its link's token: filled from the link's
+	// fragment by OpenScript, or pasted.
+	Open       bool
+	OpenScript template.JS
 }
+
+// setPasswordOpenScript is the one script of any page here (the set-password page a link
+// opens, pageData.Open): it takes the token from the link's fragment, which the browser never
+// sends, removes the fragment from the address bar and the history, and posts the token. The
+// page's Content-Security-Policy allows it by its hash, and no other script.
+const setPasswordOpenScript = `(function () {
+  var m = /^#token=([0-9a-f]{64})$/.exec(window.location.hash);
+  if (!m) { return; }
+  window.history.replaceState(null, "", window.location.pathname);
+  var f = document.getElementById("open");
+  f.elements.token.value = m[1];
+  f.submit();
+})();`
+
+// pagesCSP is every page's Content-Security-Policy: no script; openPageCSP is the
+// set-password page's that a link opens: its own script alone.
+const pagesCSP = "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'"
+
+var openPageCSP = func() string {
+	sum := sha256.Sum256([]byte(setPasswordOpenScript))
+	return "default-src 'none'; script-src 'sha256-" + base64.StdEncoding.EncodeToString(sum[:]) +
+		"'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'"
+}()
 
 var pageTitles = map[string]string{
 	"login.html":        "Sign in",
@@ -52,6 +81,10 @@ func (s *server) renderPage(w http.ResponseWriter, status int, name string, data
 	if data.Title == "" {
 		data.Title = pageTitles[name]
 	}
+	csp := pagesCSP
+	if data.Open {
+		data.OpenScript, csp = setPasswordOpenScript, openPageCSP
+	}
 	var buf bytes.Buffer
 	if err := templates.ExecuteTemplate(&buf, name, data); err != nil {
 		s.log.Error("render page", "page", name, "err", err)
@@ -60,7 +93,7 @@ func (s *server) renderPage(w http.ResponseWriter, status int, name string, data
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'")
+	w.Header().Set("Content-Security-Policy", csp)
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.Header().Set("Referrer-Policy", "no-referrer")
 	w.WriteHeader(status)

@@ -1,6 +1,8 @@
 package api_test
 
 import (
+	"crypto/sha256"
+	"encoding/base64"
 	"net/http"
 	"net/url"
 	"strings"
@@ -27,6 +29,45 @@ func mustLinkURL(t *testing.T, srv *apitest.Server, id int64, bearer string) lin
 	var l linkWithURL
 	resp.JSON(t, &l)
 	return l
+}
+
+// openLink posts a link's token as the page the link opens does (its script, or a person who
+// pasted it), which answers the form where the person chooses their password.
+func openLink(t *testing.T, srv *apitest.Server, token string, header http.Header) apitest.Response {
+	t.Helper()
+	h := http.Header{"Content-Type": {"application/x-www-form-urlencoded"}, "Accept": {"text/html"}}
+	for k, v := range header {
+		h[k] = v
+	}
+	return srv.MustDo(t, apitest.Request{Method: http.MethodPost, Path: "/set-password", Header: h,
+		Body: url.Values{"step": {"open"}, "token": {token}}.Encode()})
+}
+
+// wantOpenPage checks that resp is the page a link opens: a field for the token, no token in
+// it, and one script, the one its Content-Security-Policy allows by its hash and no other.
+func wantOpenPage(t *testing.T, what string, resp apitest.Response) {
+	t.Helper()
+	body := string(resp.Body)
+	if resp.Status != http.StatusOK || !strings.Contains(body, `id="open"`) || !strings.Contains(body, `name="token"`) ||
+		!strings.Contains(body, `name="step" value="open"`) {
+		t.Fatalf("%s: got %d %s, want 200 and the page asking for the link's token", what, resp.Status, body)
+	}
+	_, script, ok := strings.Cut(body, "<script>")
+	script, _, ok2 := strings.Cut(script, "</script>")
+	if !ok || !ok2 || strings.Count(body, "<script") != 1 || !strings.Contains(script, "location.hash") ||
+		!strings.Contains(script, "replaceState") {
+		t.Fatalf("%s: got %s, want one script that reads the fragment and takes it out of the history", what, body)
+	}
+	sum := sha256.Sum256([]byte(script))
+	want := "default-src 'none'; script-src 'sha256-" + base64.StdEncoding.EncodeToString(sum[:]) +
+		"'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'"
+	if got := resp.Header.Get("Content-Security-Policy"); got != want {
+		t.Errorf("%s: got Content-Security-Policy %q, want %q: the page's own script alone", what, got, want)
+	}
+	if resp.Header.Get("Referrer-Policy") != "no-referrer" || resp.Header.Get("Cache-Control") != "no-store" ||
+		resp.Header.Get("X-Content-Type-Options") != "nosniff" {
+		t.Errorf("%s: got headers %v, want no referrer, no-store and nosniff", what, resp.Header)
+	}
 }
 
 // setPasswordForm posts the set-password page's form as a browser on the page does.
@@ -61,8 +102,11 @@ func wantPage(t *testing.T, what string, resp apitest.Response, status int, says
 	}
 }
 
-// TestPasswordLinks_Page: the link the API answers is a URL under the public URL; its page is
-// a form that needs no script; the form sets the password once; what the person can mend
+// TestPasswordLinks_Page: the link the API answers is a URL under the public URL with the token
+// in its fragment, which browsers never send, so that no gateway's access log holds it; the
+// page it opens posts the token (its one script, or the person pasting it) and answers a form
+// that needs no script; a link of an earlier version (?token=) still works; the form sets the
+// password once; what the person can mend
 // (two passwords that differ, a password the rules refuse) shows the form again with the
 // reason and leaves the link live; a used, expired or unknown link gets a page that says so.
 func TestPasswordLinks_Page(t *testing.T) {
@@ -73,12 +117,29 @@ func TestPasswordLinks_Page(t *testing.T) {
 	patSession := srv.MustLogin(t, "pat", pat.Password)
 
 	l := mustLinkURL(t, srv, pat.User.ID, admin.APIKey)
-	if want := srv.URL + "/set-password?token=" + l.Token; l.URL != want || l.UserID != pat.User.ID {
+	if want := srv.URL + "/set-password#token=" + l.Token; l.URL != want || l.UserID != pat.User.ID {
 		t.Fatalf("the link: got %+v, want the url %s", l, want)
 	}
-	page := srv.MustDo(t, apitest.Request{Method: http.MethodGet, Path: strings.TrimPrefix(l.URL, srv.URL)})
+	// What a browser asks for when it opens the link: the path, never the fragment.
+	u, err := url.Parse(l.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opened := srv.MustDo(t, apitest.Request{Method: http.MethodGet, Path: u.RequestURI()})
+	wantOpenPage(t, "the page the link opens", opened)
+	if strings.Contains(string(opened.Body), l.Token) {
+		t.Fatalf("the page the link opens holds the token, which the server never got: %s", opened.Body)
+	}
+	page := openLink(t, srv, l.Token, nil)
 	wantPage(t, "the link's page", page, http.StatusOK, `action="/set-password"`, `method="post"`,
 		`name="token" value="`+l.Token+`"`, `value="pat"`, `name="confirm"`)
+	if old := srv.MustDo(t, apitest.Request{Method: http.MethodGet, Path: "/set-password?token=" + l.Token}); old.Status != http.StatusOK ||
+		!strings.Contains(string(old.Body), `name="token" value="`+l.Token+`"`) {
+		t.Fatalf("a link of an earlier version (?token=): got %d %s, want its form", old.Status, old.Body)
+	}
+	// A cross-site post of a token shows nothing.
+	wantPage(t, "a cross-site post of the token", openLink(t, srv, l.Token, http.Header{"Sec-Fetch-Site": {"cross-site"}}),
+		http.StatusForbidden, "this site&#39;s own page")
 
 	live := func(what string) {
 		t.Helper()
@@ -132,7 +193,10 @@ func TestPasswordLinks_Page(t *testing.T) {
 		http.StatusBadRequest, dead)
 	wantPage(t, "the form of an expired link", setPasswordForm(t, srv, expired.Token, "too late for this", "too late for this", nil),
 		http.StatusBadRequest, dead)
-	for _, q := range []string{"", "?token=", "?token=" + strings.Repeat("ab", 32), "?token=%3Cscript%3E"} {
+	for _, token := range []string{l.Token, expired.Token, "", strings.Repeat("ab", 32), "<script>"} {
+		wantPage(t, "the token "+token+" posted", openLink(t, srv, token, nil), http.StatusBadRequest, dead)
+	}
+	for _, q := range []string{"?token=", "?token=" + strings.Repeat("ab", 32), "?token=%3Cscript%3E"} {
 		wantPage(t, "the page at "+q, srv.MustDo(t, apitest.Request{Method: http.MethodGet, Path: "/set-password" + q}),
 			http.StatusBadRequest, dead)
 	}
@@ -156,6 +220,9 @@ func TestPasswordLinks_PageWithPasswordLoginOff(t *testing.T) {
 	token := strings.Repeat("ab", 32)
 	wantPage(t, "the page", srv.MustDo(t, apitest.Request{Method: http.MethodGet, Path: "/set-password?token=" + token}),
 		http.StatusForbidden, "--password-login=false")
+	wantPage(t, "the page a link opens", srv.MustDo(t, apitest.Request{Method: http.MethodGet, Path: "/set-password"}),
+		http.StatusForbidden, "--password-login=false")
+	wantPage(t, "the token posted", openLink(t, srv, token, nil), http.StatusForbidden, "--password-login=false")
 	wantPage(t, "the form", setPasswordForm(t, srv, token, "tulip anchor violet", "tulip anchor violet", nil),
 		http.StatusForbidden, "--password-login=false")
 }

@@ -46,13 +46,14 @@ type passwordLinkJSON struct {
 const setPasswordPath = "/set-password"
 
 // passwordLinkURL is the link itself: the set-password page, under the public URL, with the
-// token in its query (the page's answers send no Referer and are never cached).
+// token in its fragment (#token=), which a browser never sends: so the token reaches no
+// gateway's or proxy's access log. The page's script posts it (setPasswordOpenScript).
 func (s *server) passwordLinkURL(token string) string {
 	u := url.URL{Path: setPasswordPath}
 	if s.opts.PublicURL != nil {
 		u = *s.opts.PublicURL.JoinPath(setPasswordPath)
 	}
-	u.RawQuery = url.Values{"token": {token}}.Encode()
+	u.Fragment = "token=" + token
 	return u.String()
 }
 
@@ -141,11 +142,23 @@ func (s *server) redeemPasswordLink(r *http.Request, token, password string) (st
 var errPasswordsDiffer = errBadRequest("passwords_differ",
 	"The two passwords differ; type the same password in both fields.")
 
-// handleSetPasswordPage is the page a set-password link leads to: a form where the link's
-// person chooses their password, a plain HTML form that needs no script. A link that is not
-// live gets a page that says so, and what to do.
+// handleSetPasswordPage is the page a set-password link leads to. A link carries its token in
+// its fragment, which the browser keeps to itself: the page it gets has a field for the token
+// and a script, the one any page here runs, that fills it from the fragment, takes the
+// fragment out of the address bar and history, and posts it (handleSetPasswordForm then shows
+// the form where the person chooses their password); without JavaScript, the person pastes
+// the token. A link of an earlier version, its token in the query (?token=, at most an hour
+// old), still gets the form at once; a link that is not live gets a page that says so.
 func (s *server) handleSetPasswordPage() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !r.URL.Query().Has("token") {
+			if !s.opts.PasswordLogin {
+				s.setPasswordFailed(w, r, errPasswordLoginOff)
+				return
+			}
+			s.renderPage(w, http.StatusOK, "set_password.html", &pageData{Open: true})
+			return
+		}
 		token := r.URL.Query().Get("token")
 		u, err := s.passwordLinkPerson(r.Context(), token)
 		if err != nil {
@@ -156,9 +169,11 @@ func (s *server) handleSetPasswordPage() http.Handler {
 	})
 }
 
-// handleSetPasswordForm takes the set-password page's form. A refusal the person can mend (the
-// two passwords differ, the rules refuse it) shows the form again with the reason, the link
-// still live; a link that is no longer live shows a page that says so.
+// handleSetPasswordForm takes the set-password page's forms: the token alone (step=open, from
+// the page a link opens), which shows the form where the person chooses their password; then
+// that form. A refusal the person can mend (the two passwords differ, the rules refuse it)
+// shows the form again with the reason, the link still live; a link that is no longer live
+// shows a page that says so.
 func (s *server) handleSetPasswordForm() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := s.crossOrigin.Check(r); err != nil {
@@ -175,6 +190,10 @@ func (s *server) handleSetPasswordForm() http.Handler {
 		u, err := s.passwordLinkPerson(r.Context(), token)
 		if err != nil {
 			s.setPasswordFailed(w, r, err)
+			return
+		}
+		if r.PostForm.Get("step") == "open" {
+			s.renderPage(w, http.StatusOK, "set_password.html", &pageData{Token: token, User: u})
 			return
 		}
 		if password != r.PostForm.Get("confirm") {

@@ -121,10 +121,11 @@ func pooledPerson(replicas []*apitest.Server, i, round int, person apitest.Perso
 	return nil
 }
 
-// TestPooler_Readyz: /readyz says what failed. Two replicas without --database-pooler behind
-// a transaction-mode pooler with one server connection: the first prepares its statements on
-// it, the second's collide with them (42P05), which /readyz reports as such, not as an
-// outdated schema. With the setting, both are ready.
+// TestPooler_Readyz: the log says what failed readiness. Two replicas without
+// --database-pooler behind a transaction-mode pooler with one server connection: the first
+// prepares its statements on it, the second's collide with them (42P05), which its /readyz
+// answers 503 and its log reports as such, not as an outdated schema. With the setting, both
+// are ready.
 func TestPooler_Readyz(t *testing.T) {
 	p := pgbouncertest.Start(t, pgtest.AdminURL(), pgbouncertest.Options{PoolSize: 1})
 	url := p.URL(t, pgtest.MustDatabase(t))
@@ -136,12 +137,16 @@ func TestPooler_Readyz(t *testing.T) {
 		t.Fatalf("first replica: got %d %s, want 200", r.Status, r.Body)
 	}
 	second := apitest.NewServerOn(t, apitest.OpenStore(t, url), nil)
-	r := readyz(second)
-	var body struct{ Status, Reason string }
-	r.JSON(t, &body)
-	if r.Status != http.StatusServiceUnavailable || strings.Contains(body.Reason, "schema is not current") ||
-		!strings.Contains(body.Reason, "42P05") || !strings.Contains(body.Reason, "--database-pooler=transaction") {
-		t.Fatalf("second replica without the setting: got %d %+v, want 503 naming SQLSTATE 42P05 and the setting", r.Status, body)
+	if r := readyz(second); r.Status != http.StatusServiceUnavailable {
+		t.Fatalf("second replica without the setting: got %d %s, want 503", r.Status, r.Body)
+	}
+	lines := logLines(t, second, func(l logLine) bool { return l["msg"] == "not ready: /readyz answers 503" })
+	if len(lines) != 1 || lines[0]["reason"] != "database_error" {
+		t.Fatalf("second replica's log: got %v, want one line saying why, reason database_error", lines)
+	}
+	if d, _ := lines[0]["detail"].(string); strings.Contains(d, "schema is not current") ||
+		!strings.Contains(d, "42P05") || !strings.Contains(d, "--database-pooler=transaction") {
+		t.Fatalf("second replica's log: got %q, want SQLSTATE 42P05 and the setting named", d)
 	}
 	for _, srv := range pooledReplicas(t, url, 2) {
 		if r := readyz(srv); r.Status != http.StatusOK {

@@ -129,9 +129,15 @@ type Options struct {
 
 	// Bounds on what anonymous callers can make one replica do (see limits.go).
 	LoginRatePerAddress int            // sign-ins (password, or SSO start) a minute per client address; 0: no limit
-	TrustedProxies      []netip.Prefix // peers whose X-Forwarded-For names the client; none: it is ignored
-	PasswordChecks      int            // password checks at once; 0: GOMAXPROCS
-	PasswordCheckWait   time.Duration  // how long a check waits for a free slot; 0: 1s
+	TrustedProxies      []netip.Prefix // peers whose ForwardedHeader names the client; none: it is ignored
+	// ForwardedHeader is the one header in which the trusted proxies name their client:
+	// "X-Forwarded-For" (also when empty), "Forwarded" or "X-Real-IP", in any case (see
+	// clientAddr). NewServer panics on another: check it with ForwardedHeader first.
+	ForwardedHeader   string
+	PasswordChecks    int           // password checks at once; 0: GOMAXPROCS
+	PasswordCheckWait time.Duration // how long a check waits for a free slot; 0: 1s
+	// ReadyCacheTTL is how long one readiness check answers every GET /readyz; 0: a second.
+	ReadyCacheTTL time.Duration
 	// AddressRefusalPause is how long a sign-in over its address's rate waits for its 429;
 	// 0: a second (see allowAddress).
 	AddressRefusalPause time.Duration
@@ -152,6 +158,7 @@ type server struct {
 	overloadLog *logcap.Limiter // bounds the lines of refused password checks
 	nameTags    nameTagger      // names an unknown username in a log line without writing it
 	split       bool            // the operator's endpoints are on a port of their own (routes)
+	readiness   *readiness      // the last readiness check, shared by /readyz's probes
 }
 
 // DefaultCheckLease is how long a password check counts against its person's limit while it
@@ -198,6 +205,11 @@ func newServer(st Store, opts Options) *server {
 	if opts.PublicURL != nil && opts.PublicURL.Scheme == "https" {
 		s.cookieName = "__Host-" + sessionCookie
 	}
+	if h, ok := ForwardedHeader(opts.ForwardedHeader); ok {
+		s.opts.ForwardedHeader = h
+	} else {
+		panic("api: Options.ForwardedHeader " + opts.ForwardedHeader + " is none of X-Forwarded-For, Forwarded, X-Real-IP")
+	}
 	if opts.SessionTTL == 0 {
 		s.opts.SessionTTL = 12 * time.Hour
 	}
@@ -221,6 +233,7 @@ func newServer(st Store, opts Options) *server {
 		s.opts.Registry, s.opts.Gatherer = reg, reg
 	}
 	s.metrics = newMetrics(s.opts.Registry, st)
+	s.readiness = newReadiness(s.opts.ReadyCacheTTL, s.opts.Registry)
 	s.refusalLogs = logcap.NewPerKey(refusalLogPeriod)
 	s.overloadLog = logcap.NewLimiter(time.Second)
 	s.addresses = newAddressLimiter(opts.LoginRatePerAddress, maxTrackedAddresses)

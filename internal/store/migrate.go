@@ -26,6 +26,10 @@ import (
 // ErrSchemaOutdated means the database schema is older than this binary; run `terdut-server migrate`.
 var ErrSchemaOutdated = errors.New("database schema is older than this terdut-server")
 
+// ErrMigrationLockLost means the migration lock was lost while migrating (its lease ran out
+// unrenewed, or another replica took it over), so the migration was stopped: see Migrate.
+var ErrMigrationLockLost = errors.New("the migration lock was lost while migrating: stopped, so that two replicas do not migrate at once; start again")
+
 // ErrSchemaTooNew means the database was migrated by a newer terdut-server that this binary does not know.
 var ErrSchemaTooNew = errors.New("database schema is newer than this terdut-server")
 
@@ -65,7 +69,10 @@ func openSQL(url string, o options) (*sql.DB, *hostOrder, error) {
 
 // Migrate applies every pending migration to the database at url and returns how many ran.
 // Concurrent callers (several replicas starting at once, directly or through a transaction-mode
-// pooler) are serialized by goose's table lock, a row with a lease (see lockLease).
+// pooler) are serialized by goose's table lock, a row with a lease (see lockLease). A holder
+// that loses the lock while it migrates (its lease ran out while its heartbeats failed, or
+// another replica took the lock over) stops its migration, which rolls back, and Migrate
+// returns ErrMigrationLockLost: never goes on as if it held it (see leaseWatch).
 // With a multi-host URL, a host that refuses the database while connecting (a standby that
 // has not replayed its creation yet) is tried last the next time, once per host, so that the
 // migration reaches the writable host behind it.
@@ -102,12 +109,15 @@ var (
 )
 
 func migrateDB(ctx context.Context, db *sql.DB) (int, error) {
-	locker, err := lock.NewPostgresTableLocker(lock.WithTableLeaseDuration(lockLease),
+	ctx, abort := context.WithCancelCause(ctx)
+	defer abort(nil)
+	inner, err := lock.NewPostgresTableLocker(lock.WithTableLeaseDuration(lockLease),
 		lock.WithTableHeartbeatInterval(lockHeartbeat), lock.WithTableLockTimeout(lockPoll, lockPolls),
-		lock.WithTableLogger(slog.New(slog.DiscardHandler)))
+		lock.WithTableUnlockTimeout(lockPoll, 5), lock.WithTableLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		return 0, fmt.Errorf("migration lock: %w", err)
 	}
+	var locker lock.Locker = &leaseWatch{Locker: inner, abort: abort}
 	if lockAcquired != nil {
 		locker = observedLocker{locker, lockAcquired}
 	}
@@ -117,10 +127,98 @@ func migrateDB(ctx context.Context, db *sql.DB) (int, error) {
 		return 0, fmt.Errorf("load migrations: %w", err)
 	}
 	results, err := p.Up(ctx)
+	if cause := context.Cause(ctx); errors.Is(cause, ErrMigrationLockLost) {
+		return len(results), fmt.Errorf("migrate: %w", cause)
+	}
 	if err != nil {
 		return len(results), wrap(err, "migrate")
 	}
 	return len(results), nil
+}
+
+// leaseWatch is goose's table lock, watched while it is held. goose renews the lease with
+// heartbeats, and a heartbeat that fails is only logged: its holder would go on migrating
+// after its lease had run out, while another replica, finding it expired, migrates too. So
+// every heartbeat interval leaseWatch reads the lock's row itself: when the row is no longer
+// its holder's, or the lease last seen renewed has run out (the reads failing or hanging
+// meanwhile, as the heartbeats would), it stops the migration with ErrMigrationLockLost.
+type leaseWatch struct {
+	lock.Locker
+	abort context.CancelCauseFunc
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+func (l *leaseWatch) Lock(ctx context.Context, db *sql.DB) error {
+	if err := l.Locker.Lock(ctx, db); err != nil {
+		return err
+	}
+	// The row is this holder's now: remember who it is, and when its lease ends.
+	var holder string
+	var left time.Duration
+	err := db.QueryRowContext(ctx, `SELECT locked_by, extract(epoch FROM lease_expires_at - now())::float8
+		FROM goose_lock WHERE lock_id = $1 AND locked`, lock.DefaultLockID).Scan(&holder, (*leaseLeft)(&left))
+	if err != nil {
+		return errors.Join(fmt.Errorf("migration lock: read its lease: %w", err), l.Locker.Unlock(ctx, db))
+	}
+	l.stop, l.done = make(chan struct{}), make(chan struct{})
+	go l.watch(db, holder, time.Now().Add(left))
+	return nil
+}
+
+func (l *leaseWatch) Unlock(ctx context.Context, db *sql.DB) error {
+	if l.stop != nil {
+		close(l.stop)
+		<-l.done
+	}
+	return l.Locker.Unlock(ctx, db)
+}
+
+// watch checks the lease every heartbeat until stop, and aborts the migration once it is lost.
+func (l *leaseWatch) watch(db *sql.DB, holder string, until time.Time) {
+	defer close(l.done)
+	tick := time.NewTicker(lockHeartbeat)
+	defer tick.Stop()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-tick.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), lockHeartbeat)
+		var by string
+		var left time.Duration
+		err := db.QueryRowContext(ctx, `SELECT coalesce(locked_by, ''), extract(epoch FROM lease_expires_at - now())::float8
+			FROM goose_lock WHERE lock_id = $1 AND locked`, lock.DefaultLockID).Scan(&by, (*leaseLeft)(&left))
+		cancel()
+		switch {
+		case err == nil && by != holder:
+			l.abort(fmt.Errorf("%w (another replica took it over)", ErrMigrationLockLost))
+			return
+		case errors.Is(err, sql.ErrNoRows):
+			l.abort(fmt.Errorf("%w (the lock was released by another)", ErrMigrationLockLost))
+			return
+		case err == nil:
+			until = time.Now().Add(left)
+		}
+		if !time.Now().Before(until) {
+			l.abort(fmt.Errorf("%w (its lease of %s ran out without being renewed)", ErrMigrationLockLost, lockLease))
+			return
+		}
+	}
+}
+
+// leaseLeft scans a number of seconds (the lease left, negative once it has run out).
+type leaseLeft time.Duration
+
+func (d *leaseLeft) Scan(src any) error {
+	var f sql.NullFloat64
+	if err := f.Scan(src); err != nil {
+		return err
+	}
+	*d = leaseLeft(time.Duration(f.Float64 * float64(time.Second)))
+	return nil
 }
 
 // observedLocker calls acquired once it holds the lock.

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/emulation"
@@ -18,9 +19,11 @@ import (
 
 const setPasswordButton = chromedp.CSS(`form[action="/set-password"] button[type="submit"]`)
 
-// TestBrowser_SetPasswordLink: an admin gives a new person a set-password link; the person
-// opens it in a browser with JavaScript off, chooses a password on its page (first two that
-// differ, which the page refuses, keeping the link), and signs in with it; the link then
+// TestBrowser_SetPasswordLink: an admin gives a new person a set-password link, its token in
+// the fragment; the person opens it in a browser, whose page's one script posts the token
+// and takes the fragment out of the address bar; with JavaScript then off, the person chooses
+// a password on the form (first two that differ, which the page refuses, keeping the link),
+// and signs in with it; the link, opened again with JavaScript off and its token pasted, then
 // says it was used.
 func TestBrowser_SetPasswordLink(t *testing.T) {
 	t.Parallel()
@@ -38,24 +41,36 @@ func TestBrowser_SetPasswordLink(t *testing.T) {
 	var link struct{ URL string }
 	resp.JSON(t, &link)
 	path, ok := strings.CutPrefix(link.URL, srv.URL)
-	if resp.Status != http.StatusCreated || !ok || !strings.HasPrefix(path, "/set-password?token=") {
+	if resp.Status != http.StatusCreated || !ok || !strings.HasPrefix(path, "/set-password#token=") {
 		t.Fatalf("the link: got %d %s, want 201 with a url under %s", resp.Status, resp.Body, srv.URL)
 	}
 
 	b := newBrowser(t, srv.URL)
-	// The page must work as a plain HTML form: no script of its own runs.
-	b.do("turn JavaScript off", chromedp.Func(func(ctx context.Context, tgt *chromedp.Target) error {
-		_, err := cdp.Call(ctx, tgt, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: true})
-		return err
-	}))
-
 	page := b.open(path)
 	if page.Status != http.StatusOK {
 		t.Fatalf("the link's page: got %d, want 200", page.Status)
 	}
-	if csp, _ := page.Headers["Content-Security-Policy"].(string); !strings.Contains(csp, "default-src 'none'") {
-		t.Errorf("the link's page: got Content-Security-Policy %q, want default-src 'none'", csp)
+	if csp, _ := page.Headers["Content-Security-Policy"].(string); !strings.Contains(csp, "default-src 'none'") ||
+		!strings.Contains(csp, "script-src 'sha256-") {
+		t.Errorf("the link's page: got Content-Security-Policy %q, want default-src 'none' and its script's hash", csp)
 	}
+	// Its script posts the token: the form for dana comes, and the token is in no address.
+	for deadline := time.Now().Add(10 * time.Second); !b.has("confirm"); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the link's page: no form within 10s; the page is at %s", b.location())
+		}
+	}
+	if got := b.location(); got != "/set-password" {
+		t.Errorf("the form's address: got %s, want /set-password (no token)", got)
+	}
+	// The form must work as a plain HTML form: no script of its own runs.
+	noScript := func() {
+		b.do("turn JavaScript off", chromedp.Func(func(ctx context.Context, tgt *chromedp.Target) error {
+			_, err := cdp.Call(ctx, tgt, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: true})
+			return err
+		}))
+	}
+	noScript()
 	if got := b.value("username"); got != "dana" {
 		t.Errorf("the form's username: got %q, want dana", got)
 	}
@@ -101,8 +116,15 @@ func TestBrowser_SetPasswordLink(t *testing.T) {
 	}
 	signOut(t, b)
 
-	// The link was used: its page says so, and shows no form.
-	if resp := b.open(path); resp.Status != http.StatusBadRequest {
+	// The link was used: opened without JavaScript, its page asks for the token; pasted, it
+	// says the link was used, and shows no form.
+	noScript()
+	if resp := b.open(path); resp.Status != http.StatusOK || !b.has("token") {
+		t.Fatalf("the used link without JavaScript: got %d, want 200 and a field for the token", resp.Status)
+	}
+	_, token, _ := strings.Cut(path, "#token=")
+	b.do("paste the token", chromedp.SendKeys(chromedp.ID("token"), token))
+	if resp := b.click(chromedp.CSS(`form#open button[type="submit"]`)); resp.Status != http.StatusBadRequest {
 		t.Errorf("the used link: got %d, want 400", resp.Status)
 	}
 	if got, want := b.text("error"), "This set-password link is not valid"; !strings.Contains(got, want) {

@@ -209,7 +209,8 @@ func TestInterop_ZitadelIssuerMismatch(t *testing.T) {
 		t.Errorf("login: got %d %s, want 500 sso_misconfigured naming --oidc-issuer, %s and %s", resp.Status, msg, p.URL(), issuer)
 	}
 	ready := srv.MustDo(t, apitest.Request{Method: http.MethodGet, Path: "/readyz"})
-	if ready.Status != http.StatusServiceUnavailable || !strings.Contains(string(ready.Body), issuer) {
-		t.Errorf("readyz: got %d %s, want 503 with the reason", ready.Status, ready.Body)
+	if ready.Status != http.StatusServiceUnavailable || strings.Contains(string(ready.Body), issuer) ||
+		!strings.Contains(srv.Logs.String(), `"reason":"sso_wrong_issuer"`) {
+		t.Errorf("readyz: got %d %s, want 503 without the reason, and the log naming it", ready.Status, ready.Body)
 	}
 }
