@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -326,6 +328,8 @@ func TestWebhook_Refusals(t *testing.T) {
 	e := newIncidentEnv(t)
 	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	good := notification("g", "firing", amAlert("f1", "firing", t0, map[string]string{"alertname": "X"}))
+	// A body cut off mid-stream: the sender promises more bytes than it sends and goes away.
+	cutOff(t, e.srv.URL, e.integration, mustJSON(t, good))
 	for _, tc := range []struct {
 		what   string
 		bearer string
@@ -377,6 +381,30 @@ func TestWebhook_Refusals(t *testing.T) {
 	// A member may not manage integrations.
 	if resp := e.srv.MustDo(t, apitest.Request{Method: http.MethodGet, Path: "/api/integrations", Bearer: e.member.APIKey}); resp.Status != http.StatusForbidden {
 		t.Fatalf("a member lists integrations: %d", resp.Status)
+	}
+}
+
+// cutOff sends the webhook a request whose Content-Length promises all of body and whose
+// connection ends after half of it, and waits for the server to answer or close.
+func cutOff(t *testing.T, base, key string, body []byte) {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST /api/webhooks/alertmanager HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"+
+		"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n", key, len(body))
+	if _, err := conn.Write(body[:len(body)/2]); err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.(*net.TCPConn).CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(time.Minute))
+	answer, _ := io.ReadAll(conn)
+	if len(answer) > 0 && !strings.HasPrefix(string(answer), "HTTP/1.1 400") {
+		t.Fatalf("a body cut off mid-stream: got %q, want 400 or no answer", answer)
 	}
 }
 
