@@ -22,8 +22,10 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/terdut-server/terdut-server/internal/api"
+	"github.com/terdut-server/terdut-server/test/harness/amtest"
 	"github.com/terdut-server/terdut-server/test/harness/apitest"
 	"github.com/terdut-server/terdut-server/test/harness/pgtest"
 )
@@ -32,8 +34,17 @@ import (
 // (the people's port and the operator's, as the chart installs the server, and the operator
 // token); the others are what the doc tells the reader to keep from an answer: API_KEY the key
 // of the last claim (api_key.key), LINK_TOKEN the token of the last set-password link, KEY the
-// key of the last API key made (key).
-var docVars = []string{"TERDUT_URL", "OPERATOR_URL", "OPERATOR_TOKEN", "API_KEY", "LINK_TOKEN", "KEY"}
+// key of the last API key made (key). On the pages that run an Alertmanager (alertmanagerPages),
+// ALERTMANAGER_URL is where it listens, and INTEGRATION_KEY the key of the last integration
+// made (keys[0].key), which the test also writes to that Alertmanager's credentials_file.
+var docVars = []string{"TERDUT_URL", "OPERATOR_URL", "OPERATOR_TOKEN", "API_KEY", "LINK_TOKEN", "KEY",
+	"ALERTMANAGER_URL", "INTEGRATION_KEY"}
+
+// alertmanagerPages run beside a real Alertmanager (test/harness/amtest) whose receiver posts to
+// the page's server. What it sends arrives later than the line that fed it: on these pages a
+// line that only reads (no -X, no -d) is tried again, for a minute at most, until its status
+// and the answer shown match.
+var alertmanagerPages = []string{"incidents.md"}
 
 var (
 	fencePattern = regexp.MustCompile("^\\s*```+\\s*([A-Za-z0-9_-]*)")
@@ -270,7 +281,7 @@ var docPages = []string{"bootstrap.md", "kubernetes.md", "security.md"}
 
 // minCurlLines is how many curl lines a page is known to hold at least, so that a page the
 // test cannot read (or reads wrongly) fails instead of passing with nothing checked.
-var minCurlLines = map[string]int{"bootstrap.md": 10, readme: 7}
+var minCurlLines = map[string]int{"bootstrap.md": 10, "incidents.md": 6, readme: 7}
 
 // mustDocPages returns the names of every page of this directory, docPages among them.
 func mustDocPages(t *testing.T) []string {
@@ -353,6 +364,15 @@ func runCurlSteps(t *testing.T, page string, steps []curlStep, curl, bash string
 	// A minimal environment: nothing from the caller's shell may stand in for a doc variable.
 	env := map[string]string{"PATH": filepath.Dir(curl) + string(os.PathListSeparator) + os.Getenv("PATH"),
 		"HOME": dir, "DOCTEST_BODY": bodyFile, "TERDUT_URL": peopleURL, "OPERATOR_URL": operatorURL, "OPERATOR_TOKEN": token}
+	withAlertmanager := slices.Contains(alertmanagerPages, filepath.Base(page))
+	keyFile := filepath.Join(t.TempDir(), "terdut-key")
+	if withAlertmanager {
+		if err := os.WriteFile(keyFile, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		am := amtest.Start(t, amtest.Options{WebhookURL: peopleURL + "/api/webhooks/alertmanager", CredentialsFile: keyFile})
+		env["ALERTMANAGER_URL"] = am.URL
+	}
 	// curl is wrapped so that the doc's line stays as written while the test sees the status
 	// and the body; set -u turns a variable the doc never provided into a failure.
 	const prelude = `set -eu
@@ -364,29 +384,40 @@ curl() { command curl --silent --show-error --noproxy '*' --max-time 10 --output
 			if err := os.Remove(bodyFile); err != nil && !errors.Is(err, os.ErrNotExist) {
 				t.Fatal(err)
 			}
-			cmd := exec.CommandContext(t.Context(), bash, "-c", prelude+st.Command)
-			cmd.Dir = dir
-			for k, v := range env {
-				cmd.Env = append(cmd.Env, k+"="+v)
+			run := func() (string, []byte) {
+				cmd := exec.CommandContext(t.Context(), bash, "-c", prelude+st.Command)
+				cmd.Dir = dir
+				for k, v := range env {
+					cmd.Env = append(cmd.Env, k+"="+v)
+				}
+				var stderr bytes.Buffer
+				cmd.Stderr = &stderr
+				out, err := cmd.Output()
+				if err != nil {
+					t.Fatalf("%s line %d: %s\nfailed: %v\n%s", page, st.Line, st.Command, err, stderr.String())
+				}
+				body, err := os.ReadFile(bodyFile)
+				if err != nil && !errors.Is(err, os.ErrNotExist) {
+					t.Fatal(err)
+				}
+				return string(out), body
 			}
-			var stderr bytes.Buffer
-			cmd.Stderr = &stderr
-			out, err := cmd.Output()
-			if err != nil {
-				t.Fatalf("%s line %d: %s\nfailed: %v\n%s", page, st.Line, st.Command, err, stderr.String())
-			}
-			body, err := os.ReadFile(bodyFile)
-			if err != nil && !errors.Is(err, os.ErrNotExist) {
-				t.Fatal(err)
+			out, body := run()
+			reads := !strings.Contains(st.Command, " -X ") && !strings.Contains(st.Command, " -d ")
+			for deadline := time.Now().Add(time.Minute); withAlertmanager && reads && time.Now().Before(deadline) &&
+				!stepMatches(st, out, body); {
+				time.Sleep(250 * time.Millisecond)
+				out, body = run()
 			}
 			if got := string(out); got != strconv.Itoa(st.Status) {
 				t.Fatalf("%s line %d: %s\ngot status %s, want %d; body: %s", page, st.Line, st.Command, got, st.Status, body)
 			}
 			var resp struct {
 				Code   string
-				APIKey struct{ Key string } `json:"api_key"`
-				Token  string               // a set-password link's
-				Key    string               // an API key's
+				APIKey struct{ Key string }   `json:"api_key"`
+				Token  string                 // a set-password link's
+				Key    string                 // an API key's
+				Keys   []struct{ Key string } // an integration's
 			}
 			_ = json.Unmarshal(body, &resp) // not every body is JSON; the checks below say what is missing
 			if st.Code != "" && resp.Code != st.Code {
@@ -395,6 +426,13 @@ curl() { command curl --silent --show-error --noproxy '*' --max-time 10 --output
 			for name, v := range map[string]string{"API_KEY": resp.APIKey.Key, "LINK_TOKEN": resp.Token, "KEY": resp.Key} {
 				if v != "" {
 					env[name] = v
+				}
+			}
+			if len(resp.Keys) > 0 && resp.Keys[0].Key != "" {
+				// As the doc tells its reader: the key goes to Alertmanager's credentials_file.
+				env["INTEGRATION_KEY"] = resp.Keys[0].Key
+				if err := os.WriteFile(keyFile, []byte(resp.Keys[0].Key), 0o600); err != nil {
+					t.Fatal(err)
 				}
 			}
 			if st.Response != "" {
@@ -412,6 +450,21 @@ curl() { command curl --silent --show-error --noproxy '*' --max-time 10 --output
 			}
 		})
 	}
+}
+
+// stepMatches reports whether a step's status (out) and body are what the doc shows.
+func stepMatches(st curlStep, out string, body []byte) bool {
+	if out != strconv.Itoa(st.Status) {
+		return false
+	}
+	if st.Response == "" {
+		return true
+	}
+	var want, got any
+	if json.Unmarshal([]byte(st.Response), &want) != nil || json.Unmarshal(body, &got) != nil {
+		return false
+	}
+	return len(matchJSON("$", want, got)) == 0
 }
 
 // mustOperatorToken returns a fresh token shaped like the doc's `openssl rand -hex 32`.
