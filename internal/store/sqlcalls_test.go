@@ -31,6 +31,7 @@ var unqualifiedCalls = map[string]string{
 	"starts_with":           "starts_with(text, text) over a text column",
 	"chr":                   "chr(integer) with an integer literal",
 	"pg_advisory_xact_lock": "pg_advisory_xact_lock(bigint) over a bigint",
+	"extract":               "EXTRACT(field FROM x) is syntax: the parser calls pg_catalog.extract by that qualified name",
 }
 
 // callPattern finds a name followed by "(" and what comes right after it.
