@@ -171,11 +171,12 @@ node:
 # contested claim, each as a ratio to a baseline taken in the same run, on a throwaway
 # Postgres cluster of its own (see bench/README.md), and API-key requests behind PgBouncer in
 # transaction mode against the floor behind it (docs/pooler.md), and the same endpoints at a thousand
-# people and at a million (the scale side). It prints a table and writes the same figures to
+# people and at a million (the scale side), and Alertmanager's webhook against the floor's (the ingest
+# side). It prints a table and writes the same figures to
 # bench/out/results.json; a missed goal is reported, not an error. About 15 minutes.
 .PHONY: bench
 # SIDES names the sides to measure, comma-separated (gate, apikey, contest, flood, pooler,
-# scale), such as make bench SIDES=pooler; empty: every side.
+# scale, ingest), such as make bench SIDES=pooler; empty: every side.
 SIDES ?=
 bench:
 	TERDUT_BENCH_SIDES=$(SIDES) $(GO) test -run '^$$' -bench '^BenchmarkReport$$' -benchtime 1x -count 1 -timeout 30m ./bench

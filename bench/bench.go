@@ -12,7 +12,9 @@
 //   - p99 latency of real password sign-ins on the terdut-server process while wrk floods it
 //     with sign-ins for random usernames, over p99 without the flood;
 //   - the scale side (scale.go): each endpoint's rate over a million bulk-loaded people, over
-//     the same over a thousand, and the server's peak memory over the whole user list.
+//     the same over a thousand, and the server's peak memory over the whole user list;
+//   - the ingest side (ingest.go): Alertmanager's notifications stored per second by the
+//     terdut-server process, over the same by the floor, and a storm of 10,000 alerts.
 //
 // Run starts its own throwaway Postgres cluster (package pglocal), instances of the API
 // (package apitest), an OIDC provider (package oidctest), and builds and runs terdut-server
@@ -58,8 +60,11 @@ type Config struct {
 	// missing. Without wrk the run fails.
 	InstallWrk bool
 	// Sides, when not empty, names the sides to measure (gate, apikey, contest, flood,
-	// pooler, scale); empty: every side. `make bench SIDES=pooler` sets it.
+	// pooler, scale, ingest); empty: every side. `make bench SIDES=pooler` sets it.
 	Sides []string
+	// IngestGroups and IngestAlerts size the ingest side's groups (default 20 groups of 50
+	// alerts), IngestStorm its storm, one notification of that many alerts (default 10,000).
+	IngestGroups, IngestAlerts, IngestStorm int
 }
 
 func (c Config) withDefaults() Config {
@@ -71,6 +76,15 @@ func (c Config) withDefaults() Config {
 	}
 	if c.KeyRounds <= 0 {
 		c.KeyRounds = 9
+	}
+	if c.IngestGroups <= 0 {
+		c.IngestGroups = 20
+	}
+	if c.IngestAlerts <= 0 {
+		c.IngestAlerts = 50
+	}
+	if c.IngestStorm <= 0 {
+		c.IngestStorm = 10_000
 	}
 	if c.Out == nil {
 		c.Out = io.Discard
@@ -122,10 +136,12 @@ func Run(tb testing.TB, cfg Config) Report {
 		{"pooler", "API-key requests behind PgBouncer, against the floor and directly", e.poolerSide(tb)},
 		{"scale", "scale: the same endpoints at a thousand people and at Config.ScalePeople",
 			func(e *env, ctx context.Context) ([]Figure, error) { return e.scale(tb, ctx) }},
+		{"ingest", "ingest: Alertmanager's notifications against the floor, and a storm",
+			func(e *env, ctx context.Context) ([]Figure, error) { return e.ingest(tb, ctx) }},
 	}
 	for _, side := range cfg.Sides {
 		if !slices.ContainsFunc(measures, func(m measure) bool { return m.side == side }) {
-			tb.Fatalf("bench: no side %q: use gate, apikey, contest, flood, pooler or scale", side)
+			tb.Fatalf("bench: no side %q: use gate, apikey, contest, flood, pooler, scale or ingest", side)
 		}
 	}
 	for _, m := range measures {

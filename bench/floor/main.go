@@ -1,7 +1,8 @@
-// Command floor is the bench's floor for GET /api/me with an API key: the smallest correct
-// server for the same work as terdut-server's. One net/http handler hashes the Bearer token
-// with SHA-256, looks the key up by its unique index joined to its owner by primary key
-// (revoked keys refused), and writes the same JSON with the same headers; pgxpool with its
+// Command floor is the bench's floor for GET /api/me with an API key, and for Alertmanager's
+// webhook (webhook.go): the smallest correct server for the same work as terdut-server's.
+// For GET /api/me, one net/http handler hashes the Bearer token with SHA-256, looks the key up
+// by its unique index joined to its owner by primary key (revoked keys refused), and writes
+// the same JSON with the same headers; pgxpool with its
 // defaults, as the server's store has them (pool size, cached prepared statements). It has no
 // router, no middleware, no metrics, no gate and never writes last_used_at.
 //
@@ -88,6 +89,7 @@ func run(dbURL, listen string) error {
 			writeJSON(w, http.StatusOK, m)
 		}
 	})
+	mux.HandleFunc("POST /api/webhooks/alertmanager", webhook(pool))
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return err
