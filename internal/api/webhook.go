@@ -111,7 +111,12 @@ func (s *server) receiveNotification(w http.ResponseWriter, r *http.Request) str
 		s.writeError(w, r, err)
 		return "error"
 	}
-	for outcome, count := range map[string]int{"new": res.New, "refreshed": res.Refreshed, "resolved": res.Stopped, "stale": res.Stale} {
+	replayed := 0
+	if res.Replay {
+		replayed = len(n.Alerts)
+	}
+	for outcome, count := range map[string]int{"new": res.New, "refreshed": res.Refreshed, "resolved": res.Stopped,
+		"stale": res.Stale, "replayed": replayed} {
 		if count > 0 {
 			s.metrics.webhookAlerts.WithLabelValues(outcome).Add(float64(count))
 		}

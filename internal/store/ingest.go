@@ -56,6 +56,7 @@ type IngestResult struct {
 	Refreshed  int   // firing occurrences reported firing again
 	Stopped    int   // firing occurrences reported resolved
 	Stale      int   // copies that changed nothing: older than what is stored, or of a resolved occurrence
+	Replay     bool  // the group's last notification, applied moments ago: answered from its digest
 }
 
 // Ingest applies a notification of the integration, in one transaction: the alerts' rows, their
@@ -64,10 +65,18 @@ type IngestResult struct {
 // by alert, group and startsAt, under a lock of the group that every replica shares) and writes
 // no event. It returns ErrUnavailable for what is worth retrying.
 func (s *Store) Ingest(ctx context.Context, caller IntegrationCaller, n Notification) (IngestResult, error) {
+	alerts := latestCopies(n.Alerts)
+	digest, err := digestOf(n, alerts)
+	if err != nil {
+		return IngestResult{}, fmt.Errorf("digest the notification: %w", err)
+	}
+	if replay, err := s.appliedRecently(ctx, caller.IntegrationID, n.GroupKey, digest); err != nil || replay {
+		return IngestResult{Replay: replay}, err
+	}
 	var res IngestResult
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+	err = s.inTx(ctx, func(tx pgx.Tx) error {
 		res = IngestResult{}
-		return ingest(ctx, tx, caller, n, &res)
+		return ingest(ctx, tx, caller, n, alerts, digest, &res)
 	})
 	return res, err
 }
@@ -79,23 +88,18 @@ type occurrence struct {
 	source       string
 	incidentID   int64
 	incidentOpen bool
+	stale        bool // last reported longer ago than refreshAfter
 }
 
-func ingest(ctx context.Context, tx pgx.Tx, caller IntegrationCaller, n Notification, res *IngestResult) error {
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(pg_catalog.hashtextextended($1, 0))`,
-		groupLockKey(caller.IntegrationID, n.GroupKey)); err != nil {
-		return wrap(err, "lock the group")
-	}
-	alerts := latestCopies(n.Alerts)
-	ids, err := upsertAlerts(ctx, tx, caller.IntegrationID, alerts)
-	if err != nil {
-		return err
-	}
-	found, err := findOccurrences(ctx, tx, n.GroupKey, alerts, ids)
-	if err != nil {
-		return err
-	}
-	open, err := openIncident(ctx, tx, caller.IntegrationID, n.GroupKey)
+// refreshAfter is how old a firing occurrence's last report (last_seen_at), or an alert's
+// received_at, must be before a copy that changes nothing else writes it again: the same group
+// re-sent at once (an HA pair, a retry, a replica's repeat) is then a read. Expiry needs reports
+// to within an integration's expire_after, at least a minute.
+const refreshAfter = "15 seconds"
+
+func ingest(ctx context.Context, tx pgx.Tx, caller IntegrationCaller, n Notification, alerts []NotifiedAlert,
+	digest []byte, res *IngestResult) error {
+	ids, found, open, err := readGroup(ctx, tx, caller.IntegrationID, n.GroupKey, alerts)
 	if err != nil {
 		return err
 	}
@@ -112,7 +116,9 @@ func ingest(ctx context.Context, tx pgx.Tx, caller IntegrationCaller, n Notifica
 			res.Stale++ // a resolution of an occurrence never seen firing: the feed keeps it
 		case o.status == AlertFiring && a.Status == AlertFiring:
 			refresh = append(refresh, i)
-			refreshIDs = append(refreshIDs, o.id)
+			if o.stale {
+				refreshIDs = append(refreshIDs, o.id)
+			}
 		case o.status == AlertFiring:
 			stopped = append(stopped, i)
 			stopIDs = append(stopIDs, o.id)
@@ -161,7 +167,7 @@ func ingest(ctx context.Context, tx pgx.Tx, caller IntegrationCaller, n Notifica
 			// The alerts max_alerts left out are not in the body, and nothing says which are
 			// still firing: every firing one of the incident counts as reported.
 			if _, err := tx.Exec(ctx, `UPDATE incident_alerts SET last_seen_at = now()
-				WHERE incident_id = $1 AND status = 'firing'`, open.id); err != nil {
+				WHERE incident_id = $1 AND status = 'firing' AND last_seen_at < now() - interval '`+refreshAfter+`'`, open.id); err != nil {
 				return wrap(err, "keep a truncated group's alerts alive")
 			}
 		}
@@ -169,12 +175,13 @@ func ingest(ctx context.Context, tx pgx.Tx, caller IntegrationCaller, n Notifica
 	if err := stoppedEvents(ctx, tx, alerts, ids, stopped, found); err != nil {
 		return err
 	}
-	if open != nil {
+	if open != nil && len(stopIDs) > 0 {
+		// Only a resolution can leave the incident with nothing firing.
 		if res.Resolved, err = resolveIfQuiet(ctx, tx, open.id); err != nil {
 			return err
 		}
 	}
-	return touchIntegration(ctx, tx, caller)
+	return touchIntegration(ctx, tx, caller, n.GroupKey, digest)
 }
 
 // groupLockKey names the lock of one group of one integration.
@@ -201,7 +208,9 @@ func latestCopies(in []NotifiedAlert) []NotifiedAlert {
 
 // upsertAlertsSQL writes the alerts' rows: a new fingerprint is inserted; a copy of the stored
 // occurrence or of a newer one replaces what the row says, except a firing copy of an
-// occurrence Alertmanager resolved (stale). It returns every alert's id, in the body's order.
+// occurrence Alertmanager resolved (stale), and a copy that changes nothing of a row received
+// within refreshAfter (received_at is then that recent). It returns every alert's id, in the
+// body's order.
 const upsertAlertsSQL = `WITH x AS (
 		SELECT * FROM ROWS FROM (pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::text[]),
 			pg_catalog.unnest($4::text[]), pg_catalog.unnest($5::jsonb[]), pg_catalog.unnest($6::jsonb[]),
@@ -218,8 +227,12 @@ const upsertAlertsSQL = `WITH x AS (
 			labels = excluded.labels, annotations = excluded.annotations, starts_at = excluded.starts_at,
 			ends_at = excluded.ends_at, generator_url = excluded.generator_url, received_at = excluded.received_at,
 			resolution_source = excluded.resolution_source
-		WHERE excluded.starts_at > a.starts_at OR excluded.starts_at = a.starts_at
-			AND (excluded.status = 'resolved' OR a.resolution_source IS DISTINCT FROM 'alertmanager')
+		WHERE (excluded.starts_at > a.starts_at OR excluded.starts_at = a.starts_at
+				AND (excluded.status = 'resolved' OR a.resolution_source IS DISTINCT FROM 'alertmanager'))
+			AND ((a.name, a.status, a.labels, a.annotations, a.starts_at, a.ends_at, a.generator_url, a.resolution_source)
+				IS DISTINCT FROM (excluded.name, excluded.status, excluded.labels, excluded.annotations, excluded.starts_at,
+					excluded.ends_at, excluded.generator_url, excluded.resolution_source)
+				OR a.received_at < now() - interval '` + refreshAfter + `')
 		RETURNING a.id, a.fingerprint
 	)
 	SELECT coalesce(up.id, a.id) FROM x
@@ -227,104 +240,50 @@ const upsertAlertsSQL = `WITH x AS (
 	LEFT JOIN alerts a ON a.integration_id = $1 AND a.fingerprint = x.fingerprint
 	ORDER BY x.n`
 
-func upsertAlerts(ctx context.Context, tx pgx.Tx, integrationID int64, alerts []NotifiedAlert) ([]int64, error) {
-	if len(alerts) == 0 {
-		return nil, nil
-	}
-	cols := struct {
-		fingerprint, name, status, generatorURL []string
-		labels, annotations                     [][]byte
-		startsAt                                []time.Time
-		endsAt                                  []*time.Time
-	}{}
-	for _, a := range alerts {
-		labels, err := json.Marshal(nonNil(a.Labels))
+// alertArgs are upsertAlertsSQL's arguments after the integration: the alerts as columns.
+func alertArgs(alerts []NotifiedAlert) ([]any, error) {
+	n := len(alerts)
+	fingerprint, name, status, generatorURL := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	labels, annotations := make([]string, n), make([]string, n)
+	startsAt, endsAt := make([]time.Time, n), make([]*time.Time, n)
+	for i, a := range alerts {
+		l, err := json.Marshal(nonNil(a.Labels))
 		if err != nil {
 			return nil, fmt.Errorf("encode labels: %w", err)
 		}
-		annotations, err := json.Marshal(nonNil(a.Annotations))
+		an, err := json.Marshal(nonNil(a.Annotations))
 		if err != nil {
 			return nil, fmt.Errorf("encode annotations: %w", err)
 		}
-		var ends *time.Time
-		if a.Status == AlertResolved && !a.EndsAt.IsZero() {
-			ends = &a.EndsAt
-		} else if a.Status == AlertResolved {
-			now := time.Now()
-			ends = &now
+		if a.Status == AlertResolved {
+			end := a.EndsAt
+			if end.IsZero() {
+				end = time.Now()
+			}
+			endsAt[i] = &end
 		}
-		cols.fingerprint = append(cols.fingerprint, a.Fingerprint)
-		cols.name = append(cols.name, a.Labels["alertname"])
-		cols.status = append(cols.status, a.Status)
-		cols.labels = append(cols.labels, labels)
-		cols.annotations = append(cols.annotations, annotations)
-		cols.startsAt = append(cols.startsAt, a.StartsAt)
-		cols.endsAt = append(cols.endsAt, ends)
-		cols.generatorURL = append(cols.generatorURL, a.GeneratorURL)
+		fingerprint[i], name[i], status[i], generatorURL[i] = a.Fingerprint, a.Labels["alertname"], a.Status, a.GeneratorURL
+		labels[i], annotations[i], startsAt[i] = string(l), string(an), a.StartsAt
 	}
-	rows, err := tx.Query(ctx, upsertAlertsSQL, integrationID, cols.fingerprint, cols.name, cols.status,
-		jsonArray(cols.labels), jsonArray(cols.annotations), cols.startsAt, cols.endsAt, cols.generatorURL)
-	if err != nil {
-		return nil, wrap(err, "write alerts")
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		return nil, wrap(err, "write alerts")
-	}
-	if len(ids) != len(alerts) {
-		return nil, fmt.Errorf("write alerts: %d ids for %d alerts", len(ids), len(alerts))
-	}
-	return ids, nil
+	return []any{fingerprint, name, status, labels, annotations, startsAt, endsAt, generatorURL}, nil
 }
 
-// jsonArray passes JSON documents as text, for a ::jsonb[] parameter in every statement mode.
-func jsonArray(docs [][]byte) []string {
-	out := make([]string, len(docs))
-	for i, d := range docs {
-		out[i] = string(d)
-	}
-	return out
-}
+// findOccurrencesSQL finds, for each (fingerprint, startsAt) of a notification, the newest
+// occurrence of the group ($2) with whether its incident is open and whether its last report is
+// older than refreshAfter. The group's lock keeps them as read: only the group's notifications
+// and its expiry change them, under that lock.
+const findOccurrencesSQL = `SELECT DISTINCT ON (x.n) x.n, o.id, o.status, coalesce(o.resolution_source, ''),
+		o.incident_id, i.resolved_at IS NULL, o.last_seen_at < now() - interval '` + refreshAfter + `'
+	FROM ROWS FROM (pg_catalog.unnest($3::text[]), pg_catalog.unnest($4::timestamptz[])) WITH ORDINALITY AS x(fingerprint, starts_at, n)
+	JOIN alerts a ON a.integration_id = $1 AND a.fingerprint = x.fingerprint
+	JOIN incident_alerts o ON o.alert_id = a.id AND o.group_key = $2 AND o.starts_at = x.starts_at
+	JOIN incidents i ON i.id = o.incident_id
+	ORDER BY x.n, o.id DESC`
 
-func nonNil(m map[string]string) map[string]string {
-	if m == nil {
-		return map[string]string{}
-	}
-	return m
-}
-
-// findOccurrences returns, by the index of each alert, the newest occurrence of its startsAt in
-// the group, with whether its incident is open. The group's lock (held by the caller) keeps
-// them as read: only the group's notifications and its expiry change them, under that lock.
-func findOccurrences(ctx context.Context, tx pgx.Tx, groupKey string, alerts []NotifiedAlert, ids []int64) (map[int]occurrence, error) {
-	found := map[int]occurrence{}
-	if len(alerts) == 0 {
-		return found, nil
-	}
-	starts := make([]time.Time, len(alerts))
-	for i, a := range alerts {
-		starts[i] = a.StartsAt
-	}
-	rows, err := tx.Query(ctx, `SELECT DISTINCT ON (x.n) x.n, o.id, o.status, coalesce(o.resolution_source, ''),
-			o.incident_id, i.resolved_at IS NULL
-		FROM ROWS FROM (pg_catalog.unnest($2::bigint[]), pg_catalog.unnest($3::timestamptz[])) WITH ORDINALITY AS x(alert_id, starts_at, n)
-		JOIN incident_alerts o ON o.alert_id = x.alert_id AND o.group_key = $1 AND o.starts_at = x.starts_at
-		JOIN incidents i ON i.id = o.incident_id
-		ORDER BY x.n, o.id DESC`, groupKey, ids, starts)
-	if err != nil {
-		return nil, wrap(err, "read occurrences")
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var n int
-		var o occurrence
-		if err := rows.Scan(&n, &o.id, &o.status, &o.source, &o.incidentID, &o.incidentOpen); err != nil {
-			return nil, wrap(err, "read occurrences")
-		}
-		found[n-1] = o
-	}
-	return found, wrap(rows.Err(), "read occurrences")
-}
+// openIncidentSQL reads the group's open incident, locked against people's actions until the
+// notification is applied.
+const openIncidentSQL = `SELECT id, alert_count, severity_rank, severity IS NOT NULL FROM incidents
+	WHERE integration_id = $1 AND group_key = $2 AND resolved_at IS NULL FOR NO KEY UPDATE`
 
 // openIncidentRow is what ingestion needs of the group's open incident.
 type openIncidentRow struct {
@@ -334,20 +293,58 @@ type openIncidentRow struct {
 	hasSeverity  bool
 }
 
-// openIncident returns the group's open incident, locked against people's actions until the
-// notification is applied, or nil.
-func openIncident(ctx context.Context, tx pgx.Tx, integrationID int64, groupKey string) (*openIncidentRow, error) {
-	var o openIncidentRow
-	err := tx.QueryRow(ctx, `SELECT id, alert_count, severity_rank, severity IS NOT NULL FROM incidents
-		WHERE integration_id = $1 AND group_key = $2 AND resolved_at IS NULL FOR NO KEY UPDATE`,
-		integrationID, groupKey).Scan(&o.id, &o.alertCount, &o.severityRank, &o.hasSeverity)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil
-	}
+// readGroup takes the group's lock, writes the alerts' rows and reads the group's occurrences
+// and open incident (nil when none), in one round trip: the alerts' ids in their order, and the
+// occurrences by the index of their alert.
+func readGroup(ctx context.Context, tx pgx.Tx, integrationID int64, groupKey string, alerts []NotifiedAlert) (
+	[]int64, map[int]occurrence, *openIncidentRow, error) {
+	cols, err := alertArgs(alerts)
 	if err != nil {
-		return nil, wrap(err, "read the group's open incident")
+		return nil, nil, nil, err
 	}
-	return &o, nil
+	var ids []int64
+	found := map[int]occurrence{}
+	var open *openIncidentRow
+	b := &pgx.Batch{}
+	b.Queue(`SELECT pg_advisory_xact_lock(pg_catalog.hashtextextended($1, 0))`, groupLockKey(integrationID, groupKey))
+	b.Queue(upsertAlertsSQL, append([]any{integrationID}, cols...)...).Query(func(rows pgx.Rows) error {
+		ids, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+		return err
+	})
+	b.Queue(findOccurrencesSQL, integrationID, groupKey, cols[0], cols[5]).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var n int
+			var o occurrence
+			if err := rows.Scan(&n, &o.id, &o.status, &o.source, &o.incidentID, &o.incidentOpen, &o.stale); err != nil {
+				return err
+			}
+			found[n-1] = o
+		}
+		return rows.Err()
+	})
+	b.Queue(openIncidentSQL, integrationID, groupKey).QueryRow(func(row pgx.Row) error {
+		o := &openIncidentRow{}
+		err := row.Scan(&o.id, &o.alertCount, &o.severityRank, &o.hasSeverity)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		open = o
+		return err
+	})
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return nil, nil, nil, wrap(err, "read the group")
+	}
+	if len(ids) != len(alerts) {
+		return nil, nil, nil, fmt.Errorf("write alerts: %d ids for %d alerts", len(ids), len(alerts))
+	}
+	return ids, found, open, nil
+}
+
+func nonNil(m map[string]string) map[string]string {
+	if m == nil {
+		return map[string]string{}
+	}
+	return m
 }
 
 // createIncident opens the group's incident, with its "triggered" event.

@@ -201,14 +201,20 @@ func resolveIfQuiet(ctx context.Context, tx pgx.Tx, incidentID int64) (bool, err
 	return true, appendIncidentEvent(ctx, tx, incidentEvent{incidentID: incidentID, typ: EventResolved})
 }
 
-// touchIntegration records the delivery on the integration and its key, at most once a second
-// each: concurrent deliveries of one integration do not queue behind one row.
-func touchIntegration(ctx context.Context, tx pgx.Tx, caller IntegrationCaller) error {
-	if _, err := tx.Exec(ctx, `UPDATE integrations SET last_delivery_at = now()
-		WHERE id = $1 AND (last_delivery_at IS NULL OR last_delivery_at < now() - interval '1 second')`, caller.IntegrationID); err != nil {
-		return wrap(err, "record the delivery")
-	}
-	_, err := tx.Exec(ctx, `UPDATE integration_keys SET last_used_at = now()
-		WHERE id = $1 AND (last_used_at IS NULL OR last_used_at < now() - interval '1 second')`, caller.KeyID)
-	return wrap(err, "record the key's use")
+// touchIntegration records the notification's digest on its group (digest.go), and the delivery
+// on the integration and its key, at most once a second each (so that concurrent deliveries of
+// one integration do not queue behind one row, and not at all when its key's authentication
+// found both recent), in one statement.
+func touchIntegration(ctx context.Context, tx pgx.Tx, caller IntegrationCaller, groupKey string, digest []byte) error {
+	_, err := tx.Exec(ctx, `WITH d AS (
+			INSERT INTO notification_digests (integration_id, group_key, digest, applied_at) VALUES ($1, $3, $4, now())
+			ON CONFLICT (integration_id, group_key) DO UPDATE SET digest = excluded.digest, applied_at = excluded.applied_at
+		), i AS (
+			UPDATE integrations SET last_delivery_at = now()
+			WHERE id = $1 AND NOT $5 AND (last_delivery_at IS NULL OR last_delivery_at < now() - interval '1 second')
+		)
+		UPDATE integration_keys SET last_used_at = now()
+		WHERE id = $2 AND NOT $5 AND (last_used_at IS NULL OR last_used_at < now() - interval '1 second')`,
+		caller.IntegrationID, caller.KeyID, groupKey, digest, caller.touchedRecently)
+	return wrap(err, "record the delivery")
 }

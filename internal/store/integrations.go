@@ -205,6 +205,9 @@ type IntegrationCaller struct {
 	KeyID         int64
 	Name          string
 	ExpireAfter   time.Duration
+	// touchedRecently says the integration's last delivery and the key's last use were
+	// recorded within the last second, when the key was authenticated.
+	touchedRecently bool
 }
 
 // AuthenticateIntegration returns the live integration whose live key secret is, or ErrNotFound
@@ -215,10 +218,11 @@ func (s *Store) AuthenticateIntegration(ctx context.Context, secret string) (Int
 		return c, ErrNotFound
 	}
 	var seconds int64
-	err := s.pool.QueryRow(ctx, `SELECT i.id, k.id, i.name, pg_catalog.date_part('epoch', i.expire_after)::bigint
+	err := s.pool.QueryRow(ctx, `SELECT i.id, k.id, i.name, pg_catalog.date_part('epoch', i.expire_after)::bigint,
+			coalesce(i.last_delivery_at >= now() - interval '1 second' AND k.last_used_at >= now() - interval '1 second', false)
 		FROM integration_keys k JOIN integrations i ON i.id = k.integration_id
 		WHERE k.key_hash = $1 AND k.revoked_at IS NULL AND i.deleted_at IS NULL`, hashToken(secret)).
-		Scan(&c.IntegrationID, &c.KeyID, &c.Name, &seconds)
+		Scan(&c.IntegrationID, &c.KeyID, &c.Name, &seconds, &c.touchedRecently)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return c, ErrNotFound
 	}
