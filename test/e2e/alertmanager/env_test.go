@@ -50,7 +50,7 @@ type incident struct {
 	TriggeredAt      time.Time         `json:"triggered_at"`
 	ResolvedAt       *time.Time        `json:"resolved_at"`
 	ResolutionSource string            `json:"resolution_source"`
-	Alerts           []alert           `json:"alerts"`     // GET /api/incidents/{id} only
+	Alerts           []alert           `json:"alerts"`      // GET /api/incidents/{id} only
 	AlertCount       int               `json:"alert_count"` // GET /api/incidents/{id} only
 }
 

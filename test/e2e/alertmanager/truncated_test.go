@@ -1,7 +1,6 @@
 package alertmanager
 
 import (
-	"context"
 	"slices"
 	"testing"
 	"time"
@@ -64,11 +63,7 @@ func TestAlertmanager_MaxAlertsKeepsTheGroupAlive(t *testing.T) {
 	}
 	backdated := time.Now()
 	waitDeliveries(t, e.srv, deliveries(t, e.srv), 2)
-	res, err := e.srv.Store.ExpireAlerts(context.Background(), 1000)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Expired != 0 || res.Resolved != 0 {
+	if res := expire(t, e); res.Expired != 0 || res.Resolved != 0 {
 		t.Errorf("ExpireAlerts while the truncated group is sent: got %+v, want nothing expired", res)
 	}
 	if n := e.count(t, `SELECT count(*) FROM incident_alerts WHERE incident_id = $1 AND status = 'firing'
