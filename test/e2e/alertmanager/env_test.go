@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -295,24 +297,28 @@ func assertEveryDeliveryStored(t *testing.T, ams []*amtest.Alertmanager, servers
 	}
 }
 
-// post posts alerts to each Alertmanager, as Prometheus posts each alert to every one.
+// post posts alerts to each Alertmanager at once, as Prometheus posts each alert to every one.
 func post(t *testing.T, alerts []amtest.Alert, ams ...*amtest.Alertmanager) {
 	t.Helper()
-	for _, am := range ams {
-		ctx, cancel := context.WithTimeout(context.Background(), waitBound)
-		err := am.PostAlerts(ctx, alerts)
-		cancel()
-		if err != nil {
-			t.Fatal(err)
-		}
+	errs := make([]error, len(ams))
+	var wg sync.WaitGroup
+	for i, am := range ams {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), waitBound)
+			defer cancel()
+			errs[i] = am.PostAlerts(ctx, alerts)
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
 	}
 }
 
-// fingerprints waits until am holds n alerts and returns their fingerprints by the value of
-// label key (Alertmanager's own, to compare with what the server stored).
-func fingerprints(t *testing.T, am *amtest.Alertmanager, n int, key string) map[string]string {
+// amAlerts waits until am holds n alerts (GET /api/v2/alerts) and returns them.
+func amAlerts(t *testing.T, am *amtest.Alertmanager, n int) []amtest.AlertStatus {
 	t.Helper()
-	alerts := waitFor(t, fmt.Sprintf("%d alerts in %s", n, am.URL), func() []amtest.AlertStatus {
+	return waitFor(t, fmt.Sprintf("%d alerts in %s", n, am.URL), func() []amtest.AlertStatus {
 		ctx, cancel := context.WithTimeout(context.Background(), waitBound)
 		defer cancel()
 		alerts, err := am.Alerts(ctx)
@@ -321,6 +327,13 @@ func fingerprints(t *testing.T, am *amtest.Alertmanager, n int, key string) map[
 		}
 		return alerts
 	}, func(as []amtest.AlertStatus) bool { return len(as) == n })
+}
+
+// fingerprints waits until am holds n alerts and returns their fingerprints (Alertmanager's,
+// to compare with what the server stored) by the value of their label key.
+func fingerprints(t *testing.T, am *amtest.Alertmanager, n int, key string) map[string]string {
+	t.Helper()
+	alerts := amAlerts(t, am, n)
 	out := map[string]string{}
 	for _, a := range alerts {
 		out[a.Labels[key]] = a.Fingerprint
