@@ -15,7 +15,8 @@ import (
 // TestAlertmanager_SilenceThenExpiry: Alertmanager never sends a resolution for a silenced
 // alert, it stops sending it. After the integration's expire_after the server resolves it
 // ("expiry"); when the silence ends and Alertmanager sends it firing again, it fires again as
-// docs/incidents.md's "Expiry" says: in its incident if that is still open, else in a new one.
+// docs/incidents.md's "Expiry" says: in its incident if that is still open, else in a new one;
+// a real resolution that comes later corrects the expired occurrence, with no event.
 func TestAlertmanager_SilenceThenExpiry(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, "1m") // the least expire_after
@@ -23,12 +24,12 @@ func TestAlertmanager_SilenceThenExpiry(t *testing.T) {
 		RepeatInterval: 3 * time.Second})
 
 	startsAt := time.Now().UTC().Truncate(time.Millisecond)
-	alert := func(name, instance string) amtest.Alert {
+	newAlert := func(name, instance string) amtest.Alert {
 		return amtest.Alert{Labels: map[string]string{"alertname": name, "instance": instance, "severity": "warning"}, StartsAt: startsAt}
 	}
 	// Heartbeat is a group of its own that nobody silences: its deliveries show Alertmanager
 	// sending while CPUHigh is silenced whole.
-	post(t, []amtest.Alert{alert("CPUHigh", "web1"), alert("CPUHigh", "web2"), alert("Heartbeat", "hb")}, am)
+	post(t, []amtest.Alert{newAlert("CPUHigh", "web1"), newAlert("CPUHigh", "web2"), newAlert("Heartbeat", "hb")}, am)
 	fps := fingerprints(t, am, 3, "instance")
 	web1, web2, hb := fps["web1"], fps["web2"], fps["hb"]
 	in := e.openIncident(t, "CPUHigh", 2)
@@ -85,8 +86,10 @@ func TestAlertmanager_SilenceThenExpiry(t *testing.T) {
 		t.Errorf("web1 in the feed: got %+v, want firing in incident %d", a, in.ID)
 	}
 
-	// The whole group is silenced: both expire, the incident resolves, and when the silence
-	// ends they fire again in a new incident (the resolved one stays resolved).
+	// The whole group is silenced: both expire and the incident resolves. Meanwhile web2 really
+	// ends; when the silence ends, Alertmanager sends web1 firing, which fires again in a new
+	// incident (the resolved one stays resolved), and web2's real resolution, which corrects its
+	// expired occurrence with no event.
 	silence = silenceAlerts(t, am, []string{web1, web2}, amtest.Matcher{Name: "alertname", Value: "CPUHigh"})
 	assertNoLongerSent(t, e, []string{web1, web2}, hb)
 	if n := e.exec(t, `UPDATE incident_alerts SET last_seen_at = now() - interval '2 minutes'
@@ -113,8 +116,12 @@ func TestAlertmanager_SilenceThenExpiry(t *testing.T) {
 		t.Errorf("GET /api/incidents: got %+v, want Heartbeat's alone", open)
 	}
 
+	endsAt := time.Now().UTC().Truncate(time.Millisecond)
+	ended := newAlert("CPUHigh", "web2")
+	ended.EndsAt = endsAt
+	post(t, []amtest.Alert{ended}, am)
 	expireSilence(t, am, silence)
-	next := waitFor(t, "CPUHigh firing again in a new incident", func() []incident {
+	next := waitFor(t, "web1 firing again in a new incident", func() []incident {
 		var found []incident
 		for _, o := range e.incidents(t, "") {
 			if o.Title == "CPUHigh" {
@@ -122,20 +129,30 @@ func TestAlertmanager_SilenceThenExpiry(t *testing.T) {
 			}
 		}
 		return found
-	}, func(found []incident) bool { return len(found) == 1 && found[0].AlertCount == 2 })[0]
-	if next.ID == in.ID || next.Status != "triggered" || inline(t, next, web1).Status != "firing" || inline(t, next, web2).Status != "firing" {
-		t.Errorf("new incident: got %+v, want one other than %d, triggered, both alerts firing", next, in.ID)
+	}, func(found []incident) bool { return len(found) == 1 && found[0].AlertCount == 1 })[0]
+	if next.ID == in.ID || next.Status != "triggered" || inline(t, next, web1).Status != "firing" {
+		t.Errorf("new incident: got %+v, want one other than %d, triggered, web1 firing", next, in.ID)
 	}
-	if got := types(e.timeline(t, next.ID)); !slices.Equal(got, []string{"triggered", "alert_added", "alert_added"}) {
-		t.Errorf("new incident's timeline: got %v, want triggered and two alert_added", got)
+	if got := types(e.timeline(t, next.ID)); !slices.Equal(got, []string{"triggered", "alert_added"}) {
+		t.Errorf("new incident's timeline: got %v, want triggered and web1's alert_added", got)
 	}
-	if old := e.incident(t, in.ID); old.Status != "resolved" || !slices.Equal(e.timeline(t, in.ID), events) {
-		t.Errorf("the expired incident: got %+v, want it resolved, its timeline unchanged", old)
+	if a := e.alerts(t)[web1]; a.Status != "firing" || a.IncidentID == nil || *a.IncidentID != next.ID {
+		t.Errorf("web1 in the feed: got %+v, want firing in incident %d", a, next.ID)
 	}
-	for _, fp := range []string{web1, web2} {
-		if a := e.alerts(t)[fp]; a.Status != "firing" || a.IncidentID == nil || *a.IncidentID != next.ID {
-			t.Errorf("alert %s in the feed: got %+v, want firing in incident %d", fp, a, next.ID)
-		}
+	corrected := waitFor(t, "web2's real resolution", func() alert { return e.alerts(t)[web2] },
+		func(a alert) bool { return a.ResolutionSource == "alertmanager" })
+	if corrected.Status != "resolved" || corrected.EndsAt == nil || !corrected.EndsAt.Equal(endsAt) || *corrected.IncidentID != in.ID {
+		t.Errorf("web2 in the feed: got %+v, want resolved by alertmanager at %v, in incident %d", corrected, endsAt, in.ID)
+	}
+	old := e.incident(t, in.ID)
+	if a := inline(t, old, web2); a.ResolutionSource != "alertmanager" || a.EndsAt == nil || !a.EndsAt.Equal(endsAt) {
+		t.Errorf("web2 in the expired incident: got %+v, want its expiry corrected: resolved by alertmanager at %v", a, endsAt)
+	}
+	if a := inline(t, old, web1); a.Status != "resolved" || a.ResolutionSource != "expiry" {
+		t.Errorf("web1 in the expired incident: got %+v, want its occurrence there resolved by expiry", a)
+	}
+	if old.Status != "resolved" || !slices.Equal(e.timeline(t, in.ID), events) {
+		t.Errorf("the expired incident: got %+v, want it resolved, its timeline unchanged by the correction", old)
 	}
 	assertEveryDeliveryStored(t, []*amtest.Alertmanager{am}, e.srv)
 }
