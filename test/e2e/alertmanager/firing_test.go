@@ -10,7 +10,8 @@ import (
 )
 
 // TestAlertmanager_FiringThenResolved: a group's alerts open one incident, Alertmanager's
-// repeats of the unchanged group write nothing more, and their resolution resolves it.
+// repeats of the unchanged group write nothing more, their resolution resolves it, and a new
+// firing of one of them opens a new incident.
 func TestAlertmanager_FiringThenResolved(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, "")
@@ -133,6 +134,23 @@ func TestAlertmanager_FiringThenResolved(t *testing.T) {
 		if a.Status != "resolved" || a.ResolutionSource != "alertmanager" || a.EndsAt == nil || !a.EndsAt.Equal(endsAt) {
 			t.Errorf("alert %s: got %+v, want resolved by alertmanager at %v", fp, a, endsAt)
 		}
+	}
+
+	// db1 fires again, from a new startsAt: a new occurrence of the same alert row, in a new
+	// incident, the resolved one untouched.
+	again := sent["db1"]
+	again.StartsAt = time.Now().UTC().Truncate(time.Millisecond)
+	post(t, []amtest.Alert{again}, am)
+	next := e.openIncident(t, "DiskFull (cluster=prod)", 1)
+	if a := next.Alerts[0]; next.ID == in.ID || a.Fingerprint != fps["db1"] || a.Status != "firing" || !a.StartsAt.Equal(again.StartsAt) ||
+		next.Severity != "warning" {
+		t.Errorf("re-fired: got incident %+v, want a new one (not %d), severity warning, db1 firing since %v", next, in.ID, again.StartsAt)
+	}
+	if a := e.alerts(t)[fps["db1"]]; a.ID != feed[fps["db1"]].ID || a.Status != "firing" || !a.StartsAt.Equal(again.StartsAt) {
+		t.Errorf("db1 in the feed: got %+v, want its row %d reused, firing since %v", a, feed[fps["db1"]].ID, again.StartsAt)
+	}
+	if got := e.timeline(t, in.ID); !slices.Equal(got, events) {
+		t.Errorf("the resolved incident's timeline: got %v, want it unchanged", got)
 	}
 	assertEveryDeliveryStored(t, []*amtest.Alertmanager{am}, e.srv)
 }
