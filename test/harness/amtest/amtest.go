@@ -1,6 +1,6 @@
 // Package amtest runs a real Prometheus Alertmanager for tests, built from the release
 // test/harness/amtest/ambin pins (see Build), configured with one route to one webhook
-// receiver (see Options), and fed alerts as Prometheus feeds them (PostAlerts). Start runs
+// receiver, or by a whole alertmanager.yml of the test's (see Options), and fed alerts as Prometheus feeds them (PostAlerts). Start runs
 // one; StartCluster runs peers gossiping with each other, as a highly available pair does.
 // Everything listens on 127.0.0.1 and is stopped in the test's Cleanup.
 package amtest
@@ -45,7 +45,7 @@ type Alertmanager struct {
 // process is stopped in tb's Cleanup, and its log's tail is printed if tb failed.
 func Start(tb testing.TB, opts Options) *Alertmanager {
 	tb.Helper()
-	return start(tb, 1, opts, false)[0]
+	return start(tb, []Options{opts}, false)[0]
 }
 
 // StartCluster runs n Alertmanagers clustered with each other on 127.0.0.1: each gossips on
@@ -59,15 +59,31 @@ func StartCluster(tb testing.TB, n int, opts Options) []*Alertmanager {
 	if n < 1 {
 		tb.Fatalf("amtest: StartCluster(%d): want at least one peer", n)
 	}
-	return start(tb, n, opts, true)
+	return start(tb, slices.Repeat([]Options{opts}, n), true)
 }
 
-func start(tb testing.TB, n int, opts Options, clustered bool) []*Alertmanager {
+// StartClusterEach is StartCluster with a configuration for each peer: it runs len(opts)
+// Alertmanagers clustered with each other, the i-th configured by opts[i] (its own webhook
+// URL, say, as when each member of a pair reaches a different replica of the receiver).
+func StartClusterEach(tb testing.TB, opts ...Options) []*Alertmanager {
 	tb.Helper()
-	opts = opts.withDefaults()
-	config, err := opts.config()
-	if err != nil {
-		tb.Fatal(err)
+	if len(opts) < 1 {
+		tb.Fatalf("amtest: StartClusterEach: want at least one peer")
+	}
+	return start(tb, opts, true)
+}
+
+func start(tb testing.TB, opts []Options, clustered bool) []*Alertmanager {
+	tb.Helper()
+	opts = slices.Clone(opts) // the caller's own slice stays as it was
+	n := len(opts)
+	configs := make([][]byte, n)
+	for i := range opts {
+		opts[i] = opts[i].withDefaults()
+		var err error
+		if configs[i], err = opts[i].config(); err != nil {
+			tb.Fatal(err)
+		}
 	}
 	bin := mustBinary(tb)
 	ports, err := proctest.FreePorts(2 * n)
@@ -102,7 +118,7 @@ func start(tb testing.TB, n int, opts Options, clustered bool) []*Alertmanager {
 				"--cluster.listen-address="+am.ClusterAddr,
 				"--cluster.advertise-address="+am.ClusterAddr,
 				"--cluster.peer-name=am"+strconv.Itoa(i),
-				"--cluster.peer-timeout="+opts.PeerTimeout.String(),
+				"--cluster.peer-timeout="+opts[i].PeerTimeout.String(),
 				// Settling polls every 10 gossip intervals until the membership holds still
 				// three times; notifications wait for it, up to the settle timeout.
 				"--cluster.gossip-interval=100ms",
@@ -116,7 +132,7 @@ func start(tb testing.TB, n int, opts Options, clustered bool) []*Alertmanager {
 				}
 			}
 		}
-		if err := os.WriteFile(filepath.Join(am.Dir, "alertmanager.yml"), config, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(am.Dir, "alertmanager.yml"), configs[i], 0o644); err != nil {
 			tb.Fatalf("amtest: %v", err)
 		}
 		am.proc, err = proctest.Start("alertmanager", bin, args, []string{"PATH=/usr/bin:/bin"},

@@ -26,6 +26,10 @@ type Options struct {
 	// ResolveTimeout is global.resolve_timeout: an alert posted without endsAt resolves that
 	// long after it was last posted (0: Alertmanager's 5m).
 	ResolveTimeout time.Duration
+	// Config, if set, is the whole alertmanager.yml, used as it is: a test that proves a
+	// configuration written elsewhere (a page of the docs, say) runs that file. It excludes
+	// every field above, which would only build another; PeerTimeout still applies.
+	Config []byte
 	// PeerTimeout is --cluster.peer-timeout, in a cluster only: how long each peer waits, per
 	// place in the cluster's order, for an earlier one to notify (default 2s, Alertmanager's
 	// 15s).
@@ -34,6 +38,12 @@ type Options struct {
 
 // withDefaults fills the options a test left zero.
 func (o Options) withDefaults() Options {
+	if o.PeerTimeout == 0 {
+		o.PeerTimeout = 2 * time.Second
+	}
+	if o.Config != nil {
+		return o // config refuses the fields a whole file excludes: none may be filled here
+	}
 	if len(o.GroupBy) == 0 {
 		o.GroupBy = []string{"alertname"}
 	}
@@ -46,9 +56,6 @@ func (o Options) withDefaults() Options {
 	if o.RepeatInterval == 0 {
 		o.RepeatInterval = 5 * time.Second
 	}
-	if o.PeerTimeout == 0 {
-		o.PeerTimeout = 2 * time.Second
-	}
 	return o
 }
 
@@ -57,6 +64,17 @@ const receiverName = "terdut"
 
 // config is alertmanager.yml for o (after withDefaults).
 func (o Options) config() ([]byte, error) {
+	if o.Config != nil {
+		if o.WebhookURL != "" || o.CredentialsFile != "" || o.MaxAlerts != 0 || len(o.GroupBy) != 0 || o.GroupWait != 0 ||
+			o.GroupInterval != 0 || o.RepeatInterval != 0 || o.ResolveTimeout != 0 {
+			return nil, fmt.Errorf("amtest: Options.Config is a whole alertmanager.yml: leave WebhookURL, CredentialsFile, " +
+				"MaxAlerts, GroupBy, the intervals and ResolveTimeout unset beside it (they are its to say)")
+		}
+		if len(o.Config) == 0 {
+			return nil, fmt.Errorf("amtest: Options.Config is empty")
+		}
+		return o.Config, nil
+	}
 	if o.WebhookURL == "" {
 		return nil, fmt.Errorf("amtest: Options.WebhookURL is required")
 	}
