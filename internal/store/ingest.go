@@ -70,7 +70,7 @@ func (s *Store) Ingest(ctx context.Context, caller IntegrationCaller, n Notifica
 	if err != nil {
 		return IngestResult{}, fmt.Errorf("digest the notification: %w", err)
 	}
-	if replay, err := s.appliedRecently(ctx, caller.IntegrationID, n.GroupKey, digest); err != nil || replay {
+	if replay, err := s.appliedRecently(ctx, caller, n.GroupKey, digest); err != nil || replay {
 		return IngestResult{Replay: replay}, err
 	}
 	var res IngestResult

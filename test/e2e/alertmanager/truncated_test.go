@@ -57,10 +57,13 @@ func TestAlertmanager_MaxAlertsKeepsTheGroupAlive(t *testing.T) {
 		t.Errorf("timeline: got %v, want triggered and an alert_added for each of the 3 alerts that arrived", got)
 	}
 
-	// Each occurrence as if not reported for 10 hours; two notifications later, none is expired.
+	// Each occurrence as if not reported for 10 hours, and so the group's last notification and
+	// the alerts' last reports; two notifications later, none is expired.
 	if n := e.exec(t, `UPDATE incident_alerts SET last_seen_at = now() - interval '10 hours' WHERE incident_id = $1`, in.ID); n != 3 {
 		t.Fatalf("backdate: %d occurrences, want 3", n)
 	}
+	e.exec(t, `UPDATE notification_digests SET applied_at = applied_at - interval '10 hours'`)
+	e.exec(t, `UPDATE alerts SET received_at = received_at - interval '10 hours'`)
 	backdated := time.Now()
 	waitDeliveries(t, e.srv, deliveries(t, e.srv), 2)
 	if res := expire(t, e); res.Expired != 0 || res.Resolved != 0 {
