@@ -114,7 +114,11 @@ e2e:
 # default sign-in limit throughout. It prints Patroni's time to a writable leader and
 # terdut-server's extra time per fault.
 # TestPatroniPooler kills the leader once more with terdut-server behind PgBouncer in
-# transaction mode (as Zalando's pooler) in front of HAProxy.
+# transaction mode (as Zalando's pooler) in front of HAProxy. Each ends with the subtest
+# "incidents: leader killed mid-delivery": a real Alertmanager (built once per machine by
+# test/harness/amtest) delivers 200 alerts in 20 groups to a terdut-server process while the
+# leader is killed; every alert must be stored once, every resolution applied, the webhook
+# never answer 4xx.
 # scripts/ensure-patroni.sh first installs Debian's patroni, etcd and haproxy when they are
 # missing (as root), or says how to, and scripts/ensure-pgbouncer.sh pgbouncer. About 7 minutes.
 .PHONY: failover

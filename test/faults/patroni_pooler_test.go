@@ -121,4 +121,9 @@ func TestPatroniPooler(t *testing.T) {
 	for _, pp := range append(people, person) {
 		assertPersonIntact(t, s.routes[0].replicas[0], pp)
 	}
+	// The cluster's waits fail the test that started it: wait here, not in the subtest.
+	c.WaitReady(ctx)
+	t.Run("incidents: leader killed mid-delivery", func(t *testing.T) {
+		proveIncidentsThroughFailover(t, c, pooledURL, s.held.key, "--database-pooler", "transaction")
+	})
 }

@@ -213,6 +213,11 @@ func TestPatroni(t *testing.T) {
 	if u, err := s.routes[1].replicas[1].Store.User(ctx, aliceUser.User.ID); err != nil || u.Username != aliceUser.User.Username {
 		t.Errorf("alice after the faults: got %+v, %v, want %+v", u, err, aliceUser.User)
 	}
+	// The cluster's waits fail the test that started it: wait here, not in the subtest.
+	c.WaitReady(ctx)
+	t.Run("incidents: leader killed mid-delivery", func(t *testing.T) {
+		proveIncidentsThroughFailover(t, c, c.MultiHostURL(), s.held.key)
+	})
 }
 
 func (s *suite) logf(format string, args ...any) { s.c.Logf(format, args...) }
