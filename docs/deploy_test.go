@@ -507,7 +507,7 @@ var otherFlags = []string{"--service-account-jwks-uri", "--service-account-issue
 	"--service-account-signing-key-file",
 	// kubectl's and helm's, in the commands of install.md and bootstrap.md (the chart's tests
 	// run helm with the same flags: test/harness/helmtest).
-	"--namespace", "--create-namespace", "--set", "--from-literal", "--raw", "--audience", "--duration"}
+	"--namespace", "--create-namespace", "--set", "--from-literal", "--from-file", "--raw", "--audience", "--duration"}
 
 // commandFlags are terdut-server's flags that are no setting.
 var commandFlags = []string{"--help", "--version"}

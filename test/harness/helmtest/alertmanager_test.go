@@ -4,6 +4,8 @@ package helmtest
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -263,6 +265,31 @@ func TestChart_AlertmanagerConfig(t *testing.T) {
 			w.HTTPConfig.Authorization.Credentials["name"] != "am-keys" || w.HTTPConfig.Authorization.Credentials["key"] != "terdut.key" {
 			t.Errorf("got namespace %q, labels %v, URL %q, credentials %v; want the values'", c.Metadata.Namespace, c.Metadata.Labels,
 				w.URL, w.HTTPConfig.Authorization.Credentials)
+		}
+	})
+	// docs/install.md's values for the AlertmanagerConfig are the chart's.
+	t.Run("InstallDoc", func(t *testing.T) {
+		b, err := os.ReadFile(filepath.Join(chartDir(t), "..", "..", "..", "docs", "install.md"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var values string
+		for _, block := range strings.Split(string(b), "```yaml\n")[1:] {
+			block, _, _ = strings.Cut(block, "```")
+			if strings.Contains(block, "alertmanager:") && strings.Contains(block, "config:") {
+				values = block
+			}
+		}
+		if values == "" {
+			t.Fatal("docs/install.md has no yaml block of alertmanager's values")
+		}
+		f := filepath.Join(t.TempDir(), "alertmanager-values.yaml")
+		if err := os.WriteFile(f, []byte(values), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, objs := rendered(t, "-f", presetFile(t, "token"), "-f", f)
+		if cs := amConfigs(t, objs); len(cs) != 1 || cs[0].Metadata.Labels["release"] != "kube-prometheus-stack" {
+			t.Errorf("docs/install.md's values: got the AlertmanagerConfigs %+v, want one with its labels", cs)
 		}
 	})
 	t.Run("TLS", func(t *testing.T) {
