@@ -83,7 +83,7 @@ stringData: {url: %q}
 	kubeconfig := api.Kubeconfig()
 	values := []string{"-f", presetFile(t, "kubeadm"),
 		"--set", "image.repository=" + repo, "--set", "image.tag=" + tag, "--set", "image.pullPolicy=Never",
-		"--set", "sso.enabled=false", "--set", "route.kind=none",
+		"--set", "sso.enabled=false", "--set", "sso.issuer=", "--set", "route.kind=none",
 		"--set", "publicURL=" + peopleURL,
 		"--set", "networkPolicy.people.namespaces={" + peopleNS + "}",
 	}
