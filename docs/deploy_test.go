@@ -367,42 +367,44 @@ func TestKubernetesManifests(t *testing.T) {
 	})
 }
 
-// Ports of terdut-server's pod: people's (--listen), the operator's (--operator-listen) and
-// the metrics port (--metrics-listen).
+// Ports of terdut-server's pod: people's (--listen), the operator's (--operator-listen),
+// Alertmanager's webhook's (--webhook-listen) and the metrics port (--metrics-listen).
 const (
 	peoplePort   = 8080
 	operatorPort = 8081
+	webhookPort  = 8082
 	metricsPort  = 9090
 )
 
-// mustPorts checks that the container names people's port http, the operator's operator and
-// the metrics port metrics, and listens on them: --listen, --operator-listen and
-// --metrics-listen name the same numbers.
+// mustPorts checks that the container names people's port http, the operator's operator,
+// the webhook's webhook and the metrics port metrics, and listens on them: --listen,
+// --operator-listen, --webhook-listen and --metrics-listen name the same numbers.
 func mustPorts(t *testing.T, c k8sContainer) {
 	t.Helper()
 	got := map[string]int{}
 	for _, p := range c.Ports {
 		got[p.Name] = p.ContainerPort
 	}
-	if len(c.Ports) != 3 || got["http"] != peoplePort || got["operator"] != operatorPort || got["metrics"] != metricsPort {
-		t.Errorf("got ports %+v, want http %d, operator %d and metrics %d", c.Ports, peoplePort, operatorPort, metricsPort)
+	if len(c.Ports) != 4 || got["http"] != peoplePort || got["operator"] != operatorPort || got["webhook"] != webhookPort || got["metrics"] != metricsPort {
+		t.Errorf("got ports %+v, want http %d, operator %d, webhook %d and metrics %d", c.Ports, peoplePort, operatorPort, webhookPort, metricsPort)
 	}
-	for flag, want := range map[string]string{"--listen": ":8080", "--operator-listen": ":8081", "--metrics-listen": ":9090"} {
+	for flag, want := range map[string]string{"--listen": ":8080", "--operator-listen": ":8081", "--webhook-listen": ":8082", "--metrics-listen": ":9090"} {
 		if !slices.Contains(c.Args, flag+"="+want) {
 			t.Errorf("got arguments %q, want %s=%s", c.Args, flag, want)
 		}
 	}
 }
 
-// mustServicePorts checks that the Service exposes the container's three ports, by name.
+// mustServicePorts checks that the Service exposes the container's four ports, by name.
 func mustServicePorts(t *testing.T, s k8sService, c k8sContainer) {
 	t.Helper()
 	targets := map[string]int{}
 	for _, p := range s.Spec.Ports {
 		targets[p.TargetPort] = p.Port
 	}
-	if len(s.Spec.Ports) != 3 || targets["http"] != peoplePort || targets["operator"] != operatorPort || targets["metrics"] != metricsPort {
-		t.Errorf("got ports %+v, want %d to targetPort http, %d to targetPort operator and %d to targetPort metrics", s.Spec.Ports, peoplePort, operatorPort, metricsPort)
+	if len(s.Spec.Ports) != 4 || targets["http"] != peoplePort || targets["operator"] != operatorPort || targets["webhook"] != webhookPort || targets["metrics"] != metricsPort {
+		t.Errorf("got ports %+v, want %d to targetPort http, %d to targetPort operator, %d to targetPort webhook and %d to targetPort metrics",
+			s.Spec.Ports, peoplePort, operatorPort, webhookPort, metricsPort)
 	}
 	for target := range targets {
 		if !slices.ContainsFunc(c.Ports, func(p k8sPort) bool { return p.Name == target }) {
@@ -412,12 +414,28 @@ func mustServicePorts(t *testing.T, s k8sService, c k8sContainer) {
 }
 
 // mustPortsPolicy checks that the operator's namespace reaches the operator's port and
-// nothing else, that nobody else reaches the operator's port, and that the metrics port is
-// opened (to Prometheus's namespace): no rule opens every port or admits every source.
+// nothing else, that nobody else reaches the operator's port, that the webhook's port is
+// opened to Alertmanager's namespace and the people's port is not, and that the metrics port
+// is opened (to Prometheus's namespace): no rule opens every port or admits every source.
 func mustPortsPolicy(t *testing.T, np k8sNetworkPolicy) {
 	t.Helper()
 	const operatorNamespace = "terdut-operator-system"
-	operator, people, metrics := false, false, false
+	operator, people, webhook, metrics := false, false, false, false
+	opened := map[int][]string{} // port → the namespaces admitted to it
+	for _, rule := range np.Spec.Ingress {
+		for _, p := range rule.Ports {
+			for _, from := range rule.From {
+				if from.NamespaceSelector != nil {
+					opened[p.Port] = append(opened[p.Port], from.NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"])
+				}
+			}
+		}
+	}
+	for _, ns := range opened[webhookPort] {
+		if slices.Contains(opened[peoplePort], ns) {
+			t.Errorf("got %s, Alertmanager's namespace, admitted to the people's port %d too; want it at the webhook's port %d alone", ns, peoplePort, webhookPort)
+		}
+	}
 	for i, rule := range np.Spec.Ingress {
 		if len(rule.From) == 0 || len(rule.Ports) == 0 {
 			t.Errorf("ingress rule %d: got from %d sources and %d ports, want both named (an empty list admits everything)", i, len(rule.From), len(rule.Ports))
@@ -437,16 +455,19 @@ func mustPortsPolicy(t *testing.T, np k8sNetworkPolicy) {
 				operator = true
 			case !fromOperator && p.Port == peoplePort:
 				people = true
+			case !fromOperator && p.Port == webhookPort && len(rule.Ports) == 1:
+				webhook = true
 			case !fromOperator && p.Port == metricsPort:
 				metrics = true
 			default:
-				t.Errorf("ingress rule %d: opens port %d to %+v; want the operator's namespace to reach %d alone, and others %d or %d alone", i, p.Port, rule.From, operatorPort, peoplePort, metricsPort)
+				t.Errorf("ingress rule %d: opens port %d to %+v; want the operator's namespace to reach %d alone, Alertmanager's %d alone, and others %d or %d alone",
+					i, p.Port, rule.From, operatorPort, webhookPort, peoplePort, metricsPort)
 			}
 		}
 	}
-	if !operator || !people || !metrics {
-		t.Errorf("got a rule opening %d to %s: %v, a rule opening %d to another namespace (the ingress controller's): %v, a rule opening %d to another (Prometheus's): %v; want all three",
-			operatorPort, operatorNamespace, operator, peoplePort, people, metricsPort, metrics)
+	if !operator || !people || !webhook || !metrics {
+		t.Errorf("got a rule opening %d to %s: %v, a rule opening %d to another namespace (the ingress controller's): %v, a rule opening %d alone to another (Alertmanager's): %v, a rule opening %d to another (Prometheus's): %v; want all four",
+			operatorPort, operatorNamespace, operator, peoplePort, people, webhookPort, webhook, metricsPort, metrics)
 	}
 }
 
@@ -486,7 +507,7 @@ var otherFlags = []string{"--service-account-jwks-uri", "--service-account-issue
 	"--service-account-signing-key-file",
 	// kubectl's and helm's, in the commands of install.md and bootstrap.md (the chart's tests
 	// run helm with the same flags: test/harness/helmtest).
-	"--namespace", "--create-namespace", "--set", "--from-literal", "--raw", "--audience", "--duration"}
+	"--namespace", "--create-namespace", "--set", "--from-literal", "--from-file", "--raw", "--audience", "--duration"}
 
 // commandFlags are terdut-server's flags that are no setting.
 var commandFlags = []string{"--help", "--version"}

@@ -43,18 +43,27 @@ func ZalandoCRD() (string, error) {
 	return f, nil
 }
 
-// MonitoringPackage is the Prometheus Operator's API of ServiceMonitor and PrometheusRule.
-const MonitoringPackage = "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+// MonitoringPackages are the Prometheus Operator's APIs the chart's objects use: v1, of
+// ServiceMonitor and PrometheusRule, and v1alpha1, of AlertmanagerConfig (the version its
+// CRD stores; v1beta1 needs the operator's conversion webhook).
+var MonitoringPackages = []string{
+	"github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1",
+	"github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1alpha1",
+}
 
-// MonitoringCRDs makes the CRDs of MonitoringPackage with controller-gen into dir, as the
-// Prometheus Operator makes its own (crd:crdVersions=v1 over its API package), and returns
+// MonitoringCRDs makes the CRDs of MonitoringPackages with controller-gen into dir, as the
+// Prometheus Operator makes its own (crd:crdVersions=v1 over its API packages), and returns
 // the files of the kinds named (their plural, such as servicemonitors).
 func MonitoringCRDs(t Tools, dir string, plurals ...string) ([]string, error) {
 	module, err := ModuleDir()
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(t.ControllerGen, "crd:crdVersions=v1", "paths="+MonitoringPackage, "output:crd:dir="+dir)
+	args := []string{"crd:crdVersions=v1"}
+	for _, p := range MonitoringPackages {
+		args = append(args, "paths="+p)
+	}
+	cmd := exec.Command(t.ControllerGen, append(args, "output:crd:dir="+dir)...)
 	cmd.Dir = module
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("helmtest: controller-gen: %w\n%s", err, out)

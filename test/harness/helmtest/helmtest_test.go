@@ -135,6 +135,23 @@ func TestChart_SchemaRefuses(t *testing.T) {
 		{"single sign-on both ways", []string{"sso.enabled=true", "sso.issuer=https://sso.example.com", "sso.allowedGroups={oncall}", "sso.allowAllAccounts=true"}, "sso.allowAllAccounts"},
 		{"an issuer left without enabled", []string{"sso.issuer=https://sso.example.com", "sso.allowedGroups={oncall}"}, "sso.enabled"},
 		{"an allowAllAccounts that is no boolean", []string{"sso.allowAllAccounts=yes"}, "allowAllAccounts"},
+		// Alertmanager's webhook port and the AlertmanagerConfig.
+		{"webhook port out of range", []string{"alertmanager.webhookPort=0"}, "webhookPort"},
+		{"webhook port that is no number", []string{"alertmanager.webhookPort=webhook"}, "webhookPort"},
+		{"Alertmanager's namespace no name", []string{"alertmanager.namespaces={Monitoring}"}, "namespaces"},
+		{"webhook port shared with the people's", []string{"alertmanager.webhookPort=8080"}, "alertmanager.webhookPort 8080 is also ports.people"},
+		{"webhook port shared with the operator's", []string{"alertmanager.webhookPort=8081"}, "alertmanager.webhookPort 8081 is also ports.operator"},
+		{"webhook port shared with the metrics'", []string{"alertmanager.webhookPort=9090"}, "alertmanager.webhookPort 9090 is also metrics.port"},
+		{"Alertmanager admitted to the people's port behind trusted proxies",
+			[]string{"trustedProxies={10.244.0.0/16}", "networkPolicy.people.namespaces={ingress,monitoring}"}, "networkPolicy.people.namespaces lists monitoring"},
+		{"an AlertmanagerConfig enabled that is no boolean", []string{"alertmanager.config.enabled=yes"}, "enabled"},
+		{"an AlertmanagerConfig's namespace no name", []string{"alertmanager.config.namespace=Monitoring"}, "namespace"},
+		{"an AlertmanagerConfig without its Secret", []string{"alertmanager.config.keySecret.secretName="}, "secretName"},
+		{"an AlertmanagerConfig's key no key", []string{"alertmanager.config.keySecret.key=a key"}, "key"},
+		{"an AlertmanagerConfig's interval no duration", []string{"alertmanager.config.route.repeatInterval=4 hours"}, "repeatInterval"},
+		{"an unknown AlertmanagerConfig value", []string{"alertmanager.config.url=http://example.com"}, "url"},
+		{"an AlertmanagerConfig to a port nobody may reach", []string{"alertmanager.config.enabled=true", "alertmanager.namespaces=null"},
+			"alertmanager.config.enabled sends Alertmanager to the webhook's port, and alertmanager.namespaces admits no namespace to it"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			args := []string{"template", "terdut-server", chartDir(t), "--namespace", "terdut"}

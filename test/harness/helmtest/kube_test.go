@@ -22,7 +22,8 @@ import (
 const crdBound = time.Minute
 
 // startCluster starts a real API server with the CRDs the chart's objects need: Gateway
-// API's standard channel and the Prometheus Operator's ServiceMonitor and PrometheusRule.
+// API's standard channel and the Prometheus Operator's ServiceMonitor, PrometheusRule and
+// AlertmanagerConfig.
 func startCluster(t *testing.T) *kubetest.APIServer {
 	t.Helper()
 	tl := tools(t)
@@ -31,7 +32,7 @@ func startCluster(t *testing.T) *kubetest.APIServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	monitoring, err := MonitoringCRDs(tl, t.TempDir(), "servicemonitors", "prometheusrules")
+	monitoring, err := MonitoringCRDs(tl, t.TempDir(), "servicemonitors", "prometheusrules", "alertmanagerconfigs")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,6 +105,65 @@ func TestKubeChart(t *testing.T) {
 					t.Errorf("got %d objects applied (%v), want every one of the %d rendered", len(got), got, len(want))
 				}
 			})
+		}
+	})
+
+	// The AlertmanagerConfig of every preset, in the namespace Alertmanager runs in, as the
+	// Prometheus Operator's CRD defines it (strict: a field it does not know is refused), and
+	// read back with the receiver's settings the API server kept.
+	t.Run("AlertmanagerConfig", func(t *testing.T) {
+		if _, err := a.Apply([]byte("apiVersion: v1\nkind: Namespace\nmetadata: {name: monitoring}\n")); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range presets(t) {
+			t.Run(p, func(t *testing.T) {
+				ns := "terdut-am-" + p
+				manifest := render(t, ns, "-f", presetFile(t, p), "--set", "createNamespace=true",
+					"--set", "alertmanager.config.enabled=true", "--set", "alertmanager.config.labels.release=kube-prometheus-stack")
+				got, err := a.Apply(manifest)
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				if !slices.ContainsFunc(got, func(o kubetest.Object) bool { return o.Kind == "AlertmanagerConfig" && o.Namespace == "monitoring" }) {
+					t.Fatalf("got %v applied, want an AlertmanagerConfig in monitoring", got)
+				}
+				// Each preset's release is named alike; its namespace tells them apart.
+				var c struct {
+					Spec struct {
+						Receivers []struct {
+							WebhookConfigs []struct {
+								URL          string `json:"url"`
+								SendResolved *bool  `json:"sendResolved"`
+								HTTPConfig   struct {
+									Authorization struct {
+										Credentials struct{ Name, Key string } `json:"credentials"`
+									} `json:"authorization"`
+								} `json:"httpConfig"`
+							} `json:"webhookConfigs"`
+						} `json:"receivers"`
+					} `json:"spec"`
+				}
+				a.MustDo(http.MethodGet, "/apis/monitoring.coreos.com/v1alpha1/namespaces/monitoring/alertmanagerconfigs/terdut-server", nil, &c, http.StatusOK)
+				if len(c.Spec.Receivers) != 1 || len(c.Spec.Receivers[0].WebhookConfigs) != 1 {
+					t.Fatalf("got the receivers %+v, want one webhook", c.Spec.Receivers)
+				}
+				w := c.Spec.Receivers[0].WebhookConfigs[0]
+				if !strings.Contains(w.URL, "://terdut-server."+ns+".svc:8082/api/webhooks/alertmanager") || w.SendResolved == nil || !*w.SendResolved ||
+					w.HTTPConfig.Authorization.Credentials.Name != "terdut-server-alertmanager" || w.HTTPConfig.Authorization.Credentials.Key != "key" {
+					t.Errorf("got the webhook %+v as the API server keeps it, want the Service's webhook port in %s, resolutions and the key's Secret", w, ns)
+				}
+			})
+		}
+		// The check has teeth: Alertmanager's own spelling of a field, which the CRD does not
+		// know, is refused rather than dropped.
+		manifest := string(render(t, "terdut-am-token", "-f", presetFile(t, "token"), "--set", "alertmanager.config.enabled=true",
+			"--show-only", "templates/alertmanagerconfig.yaml"))
+		misspelt := strings.Replace(manifest, "sendResolved: true", "send_resolved: true", 1)
+		if misspelt == manifest {
+			t.Fatalf("got no sendResolved in\n%s", manifest)
+		}
+		if _, err := a.Apply([]byte(misspelt)); err == nil || !strings.Contains(err.Error(), "send_resolved") {
+			t.Errorf("an AlertmanagerConfig with send_resolved: got %v, want a refusal naming the field", err)
 		}
 	})
 

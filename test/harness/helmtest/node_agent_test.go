@@ -149,6 +149,24 @@ func (a *agent) get(t *testing.T, u, key string) (int, string) {
 	return r.Status, r.Body
 }
 
+// post makes the agent POST body (JSON) to u with the key (empty: none), and returns the
+// status and body.
+func (a *agent) post(t *testing.T, u, key, body string) (int, string) {
+	t.Helper()
+	var r struct {
+		Status int
+		Body   string
+	}
+	q := url.Values{"url": {u}}
+	if key != "" {
+		q.Set("bearer", key)
+	}
+	if status, answer := a.call(t, http.MethodPost, "/post?"+q.Encode(), body, &r); status != http.StatusOK {
+		t.Fatalf("POST %s from %s: %d %s", u, a.ns, status, answer)
+	}
+	return r.Status, r.Body
+}
+
 // status is the claim's state as the operator's port says it.
 func (a *agent) status(t *testing.T) string {
 	t.Helper()

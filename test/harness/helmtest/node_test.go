@@ -23,19 +23,21 @@ import (
 )
 
 // The namespaces of the node test: the release's, terdut-operator's, one the chart's
-// NetworkPolicy lets reach the people's port (as an ingress controller's would be), and one
-// it names nowhere.
+// NetworkPolicy lets reach the people's port (as an ingress controller's would be),
+// Alertmanager's (the chart's default alertmanager.namespaces), and one it names nowhere.
 const (
-	releaseNS  = "terdut"
-	operatorNS = "terdut-operator-system"
-	peopleNS   = "people"
-	strangerNS = "stranger"
+	releaseNS    = "terdut"
+	operatorNS   = "terdut-operator-system"
+	peopleNS     = "people"
+	monitoringNS = "monitoring"
+	strangerNS   = "stranger"
 )
 
 // Where the pods reach terdut-server: its Service, by name through the node's DNS.
 const (
 	peopleURL   = "http://terdut-server." + releaseNS + ".svc:8080"
 	operatorURL = "http://terdut-server." + releaseNS + ".svc:8081"
+	webhookURL  = "http://terdut-server." + releaseNS + ".svc:8082/api/webhooks/alertmanager"
 )
 
 // podBound bounds how long a pod, a rollout or a policy may take to take effect: a hang, not
@@ -46,9 +48,9 @@ const podBound = 4 * time.Minute
 // (test/harness/nodetest), from the server's own image, as kubeadm's preset installs it: the
 // operator proves itself with the service-account token the kubelet projects into its pod.
 // From a pod playing terdut-operator, through the Service: the claim, then a reset; from a
-// pod of the people's side: the key; the NetworkPolicies enforced both ways; a rolling
-// upgrade during which the gate holds; and the operator's token rotated by the kubelet and
-// still accepted.
+// pod of the people's side: the key; from a pod of Alertmanager's namespace: a notification on
+// the webhook's port; the NetworkPolicies enforced both ways; a rolling upgrade during which
+// the gate holds; and the operator's token rotated by the kubelet and still accepted.
 func TestNode_Chart(t *testing.T) {
 	serverImage := os.Getenv("TERDUT_NODE_SERVER_IMAGE")
 	if serverImage == "" {
@@ -67,7 +69,7 @@ func TestNode_Chart(t *testing.T) {
 	api := node.API
 	dbURL := startDatabase(t)
 
-	for _, ns := range []string{releaseNS, operatorNS, peopleNS, strangerNS} {
+	for _, ns := range []string{releaseNS, operatorNS, peopleNS, monitoringNS, strangerNS} {
 		api.CreateNamespace(ns)
 	}
 	if _, err := api.Apply(fmt.Appendf(nil, `apiVersion: v1
@@ -81,7 +83,7 @@ stringData: {url: %q}
 	kubeconfig := api.Kubeconfig()
 	values := []string{"-f", presetFile(t, "kubeadm"),
 		"--set", "image.repository=" + repo, "--set", "image.tag=" + tag, "--set", "image.pullPolicy=Never",
-		"--set", "sso.enabled=false", "--set", "route.kind=none",
+		"--set", "sso.enabled=false", "--set", "sso.issuer=", "--set", "route.kind=none",
 		"--set", "publicURL=" + peopleURL,
 		"--set", "networkPolicy.people.namespaces={" + peopleNS + "}",
 	}
@@ -99,6 +101,7 @@ stringData: {url: %q}
 	api.CreateServiceAccount(operatorNS, "terdut-operator")
 	operator := startAgent(t, node, agentRef, operatorNS, "terdut-operator", true)
 	people := startAgent(t, node, agentRef, peopleNS, "", false)
+	monitoring := startAgent(t, node, agentRef, monitoringNS, "", false)
 	stranger := startAgent(t, node, agentRef, strangerNS, "", false)
 
 	// The install starts pending; the operator claims it through the Service.
@@ -111,17 +114,20 @@ stringData: {url: %q}
 	}
 
 	// The NetworkPolicies: the people's side reaches the people's port alone, the operator's
-	// namespace the operator's port alone, another namespace neither. kube-router applies
-	// them a few seconds after the pods appear: each is waited for, then held.
+	// namespace the operator's port alone, Alertmanager's the webhook's port alone (the
+	// people's port believes proxies, which Alertmanager is not), another namespace none.
+	// kube-router applies them a few seconds after the pods appear: each is waited for, then
+	// held.
 	svc := "terdut-server." + releaseNS + ".svc"
 	reach := []struct {
 		from *agent
 		port string
 		want bool
 	}{
-		{people, "8080", true}, {people, "8081", false},
-		{operator, "8081", true}, {operator, "8080", false},
-		{stranger, "8080", false}, {stranger, "8081", false},
+		{people, "8080", true}, {people, "8081", false}, {people, "8082", false},
+		{operator, "8081", true}, {operator, "8080", false}, {operator, "8082", false},
+		{monitoring, "8082", true}, {monitoring, "8080", false}, {monitoring, "8081", false},
+		{stranger, "8080", false}, {stranger, "8081", false}, {stranger, "8082", false},
 	}
 	for _, r := range reach {
 		r.from.waitDial(t, svc+":"+r.port, r.want)
@@ -130,6 +136,27 @@ stringData: {url: %q}
 	// documentation range, which no packet is sent to).
 	if people.dials(t, "203.0.113.1:80") {
 		t.Fatal("a pod reached an address off the node")
+	}
+
+	// Alertmanager's webhook through the Service's webhook port, from Alertmanager's
+	// namespace, with an integration key an admin (the claim's key) made through the API: the
+	// notification is taken and opens an incident.
+	status, body := people.post(t, peopleURL+"/api/integrations", claim.Key, `{"name": "node"}`)
+	var integration struct {
+		Keys []struct{ Key string } `json:"keys"`
+	}
+	if status != http.StatusCreated || json.Unmarshal([]byte(body), &integration) != nil || len(integration.Keys) != 1 {
+		t.Fatalf("POST /api/integrations with the claim's key: got %d %s, want 201 and a key", status, body)
+	}
+	notification := fmt.Sprintf(`{"version": "4", "groupKey": "{}:{alertname=\"NodeWebhook\"}", "status": "firing", "receiver": "terdut",
+		"groupLabels": {"alertname": "NodeWebhook"}, "commonLabels": {"alertname": "NodeWebhook"}, "commonAnnotations": {}, "externalURL": "",
+		"alerts": [{"status": "firing", "labels": {"alertname": "NodeWebhook"}, "annotations": {}, "startsAt": %q, "fingerprint": "0f1e2d3c4b5a6978"}]}`,
+		time.Now().UTC().Format(time.RFC3339))
+	if status, body := monitoring.post(t, webhookURL, integration.Keys[0].Key, notification); status != http.StatusOK {
+		t.Fatalf("POST %s from %s with the integration key: got %d %s, want 200", webhookURL, monitoringNS, status, body)
+	}
+	if status, body := people.get(t, peopleURL+"/api/incidents", claim.Key); status != http.StatusOK || !strings.Contains(body, `"title":"NodeWebhook"`) {
+		t.Fatalf("GET /api/incidents after the notification: got %d %s, want the incident NodeWebhook", status, body)
 	}
 
 	// The reset: the operator holds no key, so it resets the claim and claims again; the

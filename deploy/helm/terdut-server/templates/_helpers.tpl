@@ -58,4 +58,22 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- else if $sso.issuer -}}
 {{- fail "sso.issuer is set but sso.enabled is not true: single sign-on is off unless sso.enabled is true (before chart 0.2.0 it defaulted to true). Set sso.enabled: true to keep it, or remove sso.issuer" -}}
 {{- end -}}
+{{- $am := .Values.alertmanager -}}
+{{- $ports := dict "ports.people" .Values.ports.people "ports.operator" .Values.ports.operator -}}
+{{- if .Values.metrics.enabled -}}{{- $_ := set $ports "metrics.port" .Values.metrics.port -}}{{- end -}}
+{{- range $name, $port := $ports -}}
+{{- if eq (int $port) (int $am.webhookPort) -}}
+{{- fail (printf "alertmanager.webhookPort %d is also %s: give Alertmanager's webhook a port of its own (8082 by default)" (int $port) $name) -}}
+{{- end -}}
+{{- end -}}
+{{- if and .Values.trustedProxies .Values.networkPolicy.enabled -}}
+{{- range $am.namespaces -}}
+{{- if has . $.Values.networkPolicy.people.namespaces -}}
+{{- fail (printf "networkPolicy.people.namespaces lists %s, which alertmanager.namespaces names too, and trustedProxies is set: any pod of %s could name any client address on the people's port. Alertmanager reaches its webhook's port (alertmanager.webhookPort); admit only the proxies' namespace to the people's port (docs/install.md#each-layout)" . .) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- if and $am.config.enabled .Values.networkPolicy.enabled (not $am.namespaces) -}}
+{{- fail "alertmanager.config.enabled sends Alertmanager to the webhook's port, and alertmanager.namespaces admits no namespace to it: name the namespace of the Alertmanager pods (monitoring by default)" -}}
+{{- end -}}
 {{- end -}}

@@ -7,6 +7,8 @@
 //	GET  /dial?addr=host:port   200 when a TCP connection opens within 3 s, else 502 and why
 //	GET  /get?url=...&bearer=.. the status and body (at most 64 KiB) of a GET, with the API
 //	                            key bearer if given, as JSON
+//	POST /post?url=...&bearer=. the same of a POST of this request's body (application/json),
+//	                            such as Alertmanager's webhook with an integration key
 //	POST /reconcile             client.Reconcile with the key in the body (may be empty);
 //	                            the action, the generation and the new key as JSON
 //	GET  /token                 the projected token's digest and its iat and exp claims
@@ -17,6 +19,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
@@ -38,6 +41,7 @@ func main() {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /dial", dial)
 	mux.HandleFunc("GET /get", get)
+	mux.HandleFunc("POST /post", post)
 	mux.HandleFunc("POST /reconcile", reconcile)
 	mux.HandleFunc("GET /token", token)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
@@ -57,10 +61,28 @@ func dial(w http.ResponseWriter, r *http.Request) {
 }
 
 func get(w http.ResponseWriter, r *http.Request) {
-	req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, r.URL.Query().Get("url"), nil)
+	forward(w, r, http.MethodGet, nil)
+}
+
+func post(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
+	}
+	forward(w, r, http.MethodPost, body)
+}
+
+// forward makes the request the query names (url, bearer) with method and body, and answers
+// its status and body as JSON.
+func forward(w http.ResponseWriter, r *http.Request, method string, body []byte) {
+	req, err := http.NewRequestWithContext(r.Context(), method, r.URL.Query().Get("url"), bytes.NewReader(body))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	if key := r.URL.Query().Get("bearer"); key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)
@@ -72,8 +94,8 @@ func get(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	writeJSON(w, map[string]any{"status": resp.StatusCode, "body": string(body)})
+	answer, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	writeJSON(w, map[string]any{"status": resp.StatusCode, "body": string(answer)})
 }
 
 func reconcile(w http.ResponseWriter, r *http.Request) {
