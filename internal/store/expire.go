@@ -27,12 +27,11 @@ func (s *Store) ExpireAlerts(ctx context.Context, batch int) (ExpiryResult, erro
 		integrationID int64
 		key           string
 	}
-	rows, err := s.pool.Query(ctx, `SELECT DISTINCT a.integration_id, o.group_key
-		FROM (SELECT o.alert_id, o.group_key FROM incident_alerts o
+	rows, err := s.pool.Query(ctx, `SELECT DISTINCT c.integration_id, c.group_key
+		FROM (SELECT a.integration_id, o.group_key FROM incident_alerts o
 			JOIN alerts a ON a.id = o.alert_id JOIN integrations g ON g.id = a.integration_id
 			WHERE o.status = 'firing' AND o.last_seen_at < now() - g.expire_after
-			ORDER BY o.last_seen_at LIMIT $1) o
-		JOIN alerts a ON a.id = o.alert_id`, batch)
+			ORDER BY o.last_seen_at LIMIT $1) c`, batch)
 	if err != nil {
 		return res, wrap(err, "find expired alerts")
 	}
@@ -106,19 +105,9 @@ func expireGroup(ctx context.Context, tx pgx.Tx, integrationID int64, groupKey s
 		return wrap(err, "expire alerts")
 	}
 	for _, incidentID := range order {
-		var count int
-		if err := tx.QueryRow(ctx, `SELECT alert_count FROM incidents WHERE id = $1`, incidentID).Scan(&count); err != nil {
-			return wrap(err, "read incident")
-		}
 		ids := byIncident[incidentID]
-		if count <= maxIndividualAlertEvents {
-			if _, err := tx.Exec(ctx, `INSERT INTO incident_events (incident_id, type, alert_id, detail)
-				SELECT $1, 'alert_resolved', a, 'expired: not reported for its integration''s expire_after'
-				FROM pg_catalog.unnest($2::bigint[]) WITH ORDINALITY AS x(a, n) ORDER BY n`, incidentID, ids); err != nil {
-				return wrap(err, "write incident events")
-			}
-		} else if err := appendIncidentEvent(ctx, tx, incidentEvent{incidentID: incidentID, typ: EventAlertsResolved,
-			detail: pluralExpired(len(ids))}); err != nil {
+		if err := resolutionEvents(ctx, tx, incidentID, ids, "expired: not reported for its integration's expire_after",
+			pluralExpired(len(ids))); err != nil {
 			return err
 		}
 		resolved, err := resolveIfQuiet(ctx, tx, incidentID)

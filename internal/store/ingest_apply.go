@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -41,14 +42,29 @@ func appendIncidentEvent(ctx context.Context, tx pgx.Tx, e incidentEvent) error 
 	return wrap(err, "write incident event")
 }
 
-// appendAlertEvents writes one event of typ for each alert, in one statement.
-func appendAlertEvents(ctx context.Context, tx pgx.Tx, incidentID int64, typ string, alertIDs []int64) error {
+// appendAlertEvents writes one event of typ, with detail, for each alert, in one statement.
+func appendAlertEvents(ctx context.Context, tx pgx.Tx, incidentID int64, typ, detail string, alertIDs []int64) error {
 	if len(alertIDs) == 0 {
 		return nil
 	}
-	_, err := tx.Exec(ctx, `INSERT INTO incident_events (incident_id, type, alert_id)
-		SELECT $1, $2, a FROM pg_catalog.unnest($3::bigint[]) WITH ORDINALITY AS x(a, n) ORDER BY n`, incidentID, typ, alertIDs)
+	_, err := tx.Exec(ctx, `INSERT INTO incident_events (incident_id, type, alert_id, detail)
+		SELECT $1, $2, a, $4 FROM pg_catalog.unnest($3::bigint[]) WITH ORDINALITY AS x(a, n) ORDER BY n`,
+		incidentID, typ, alertIDs, detail)
 	return wrap(err, "write incident events")
+}
+
+// resolutionEvents writes the events of an incident's alerts that stopped firing: one
+// alert_resolved each (with detail) while the incident holds at most 200 alerts, else one
+// alerts_resolved that says how many (summary).
+func resolutionEvents(ctx context.Context, tx pgx.Tx, incidentID int64, alertIDs []int64, detail, summary string) error {
+	var count int
+	if err := tx.QueryRow(ctx, `SELECT alert_count FROM incidents WHERE id = $1`, incidentID).Scan(&count); err != nil {
+		return wrap(err, "read incident")
+	}
+	if count <= maxIndividualAlertEvents {
+		return appendAlertEvents(ctx, tx, incidentID, EventAlertResolved, detail, alertIDs)
+	}
+	return appendIncidentEvent(ctx, tx, incidentEvent{incidentID: incidentID, typ: EventAlertsResolved, detail: summary})
 }
 
 // joinIncident adds the occurrences that began firing to the open incident, raises its
@@ -66,7 +82,7 @@ func joinIncident(ctx context.Context, tx pgx.Tx, open *openIncidentRow, groupKe
 		alertIDs = append(alertIDs, ids[i])
 		starts = append(starts, alerts[i].StartsAt)
 	}
-	for _, i := range append(joins, reopen...) {
+	for _, i := range slices.Concat(joins, reopen) {
 		if v, ok := alerts[i].Labels["severity"]; ok {
 			if r := SeverityRank(v); r > rank || !open.hasSeverity && severity == "" {
 				rank, severity = r, v
@@ -92,7 +108,7 @@ func joinIncident(ctx context.Context, tx pgx.Tx, open *openIncidentRow, groupKe
 	}
 	budget := max(maxIndividualAlertEvents-open.alertCount, 0)
 	individual := alertIDs[:min(budget, len(alertIDs))]
-	if err := appendAlertEvents(ctx, tx, open.id, EventAlertAdded, individual); err != nil {
+	if err := appendAlertEvents(ctx, tx, open.id, EventAlertAdded, "", individual); err != nil {
 		return err
 	}
 	if more := len(alertIDs) - len(individual); more > 0 {
@@ -168,18 +184,7 @@ func stoppedEvents(ctx context.Context, tx pgx.Tx, alerts []NotifiedAlert, ids [
 	}
 	for _, incidentID := range order {
 		alertIDs := byIncident[incidentID]
-		var count int
-		if err := tx.QueryRow(ctx, `SELECT alert_count FROM incidents WHERE id = $1`, incidentID).Scan(&count); err != nil {
-			return wrap(err, "read incident")
-		}
-		if count <= maxIndividualAlertEvents {
-			if err := appendAlertEvents(ctx, tx, incidentID, EventAlertResolved, alertIDs); err != nil {
-				return err
-			}
-			continue
-		}
-		if err := appendIncidentEvent(ctx, tx, incidentEvent{incidentID: incidentID, typ: EventAlertsResolved,
-			detail: fmt.Sprintf("%d alerts resolved", len(alertIDs))}); err != nil {
+		if err := resolutionEvents(ctx, tx, incidentID, alertIDs, "", fmt.Sprintf("%d alerts resolved", len(alertIDs))); err != nil {
 			return err
 		}
 	}
