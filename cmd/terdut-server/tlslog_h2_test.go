@@ -7,16 +7,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"golang.org/x/net/http2"
-
-	"github.com/terdut-server/terdut-server/test/harness/certtest"
-	"github.com/terdut-server/terdut-server/test/harness/pgtest"
 )
 
 // TestServe_HTTP2ErrorLines: an anonymous HTTP/2 client over TLS can make net/http write a
@@ -25,16 +21,7 @@ import (
 // one a second for each of a few kinds on a server, saying how many it stands for, so that
 // many such connections cost a few lines, not one each, and every failure is accounted for.
 func TestServe_HTTP2ErrorLines(t *testing.T) {
-	ca := certtest.MustCA(t, "terdut-server test CA")
-	hc := &http.Client{Timeout: startTimeout, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{RootCAs: ca.Pool()}, DisableKeepAlives: true}}
-	certFile, keyFile := ca.MustLeaf(t).MustWrite(t, t.TempDir())
-	srv := startServeWith(t, env{"TERDUT_DATABASE_URL": pgtest.MustEmptyDatabase(t),
-		"TERDUT_TLS_CERT_FILE": certFile, "TERDUT_TLS_KEY_FILE": keyFile}, hc)
-	u, err := url.Parse(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, u, ca := startTLSServe(t)
 	// h2 opens an HTTP/2 connection as a client does (the preface, then SETTINGS), lets
 	// misbehave write what it will, and waits for the server to close the connection, which
 	// it does after it has written (or held back) its line.

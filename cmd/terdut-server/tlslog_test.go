@@ -22,16 +22,7 @@ import (
 // second for each kind on a server, saying how many it stands for (suppressed), so that
 // every failure is accounted for and a flood does not flood the log.
 func TestServe_FailedHandshakeLines(t *testing.T) {
-	ca := certtest.MustCA(t, "terdut-server test CA")
-	hc := &http.Client{Timeout: startTimeout, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{RootCAs: ca.Pool()}, DisableKeepAlives: true}}
-	certFile, keyFile := ca.MustLeaf(t).MustWrite(t, t.TempDir())
-	srv := startServeWith(t, env{"TERDUT_DATABASE_URL": pgtest.MustEmptyDatabase(t),
-		"TERDUT_TLS_CERT_FILE": certFile, "TERDUT_TLS_KEY_FILE": keyFile}, hc)
-	u, err := url.Parse(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, u, ca := startTLSServe(t)
 	// Each failure waits for the server to close the connection, which it does after it has
 	// written (or held back) its line: so every failure made is in the log when counted.
 	untilClosed := func(c net.Conn) {
@@ -122,4 +113,21 @@ func TestServe_FailedHandshakeLines(t *testing.T) {
 	if status, body := srv.get(t, "/healthz", ""); status != http.StatusOK {
 		t.Fatalf("GET /healthz after the failures: got %d %s, want 200", status, body)
 	}
+}
+
+// startTLSServe starts a server that speaks TLS with a certificate of a test CA on an empty
+// database, and returns it, its URL parsed and the CA its clients trust.
+func startTLSServe(t *testing.T) (*server, *url.URL, *certtest.CA) {
+	t.Helper()
+	ca := certtest.MustCA(t, "terdut-server test CA")
+	hc := &http.Client{Timeout: startTimeout, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: ca.Pool()}, DisableKeepAlives: true}}
+	certFile, keyFile := ca.MustLeaf(t).MustWrite(t, t.TempDir())
+	srv := startServeWith(t, env{"TERDUT_DATABASE_URL": pgtest.MustEmptyDatabase(t),
+		"TERDUT_TLS_CERT_FILE": certFile, "TERDUT_TLS_KEY_FILE": keyFile}, hc)
+	u, err := url.Parse(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv, u, ca
 }
