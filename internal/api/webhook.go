@@ -80,7 +80,10 @@ func (s *server) receiveNotification(w http.ResponseWriter, r *http.Request) str
 		return "unauthorized"
 	case err != nil:
 		s.writeError(w, r, err)
-		return "unavailable"
+		if errors.Is(err, store.ErrUnavailable) {
+			return "unavailable"
+		}
+		return "error"
 	}
 	n, bad := s.readNotification(w, r)
 	if bad != nil {
