@@ -11,9 +11,11 @@ import (
 	"github.com/terdut-server/terdut-server/test/harness/pglocal"
 )
 
-// Fail fails the test; the cleanup then dumps the log of every program of the cluster.
+// Fail fails the test; the cleanup then dumps the log of every program of the cluster, and
+// says the failure again after them, where an excerpt of the output's end shows it.
 func (c *Cluster) Fail(format string, args ...any) {
 	c.t.Helper()
+	c.failure.Store(fmt.Sprintf(format, args...))
 	c.t.Fatalf("patronitest: "+format, args...)
 }
 
@@ -60,6 +62,11 @@ func (c *Cluster) stop() {
 	}
 	if c.t.Failed() {
 		c.DumpLogs()
+		if failure, _ := c.failure.Load().(string); failure != "" {
+			c.t.Logf("patronitest: the failure, above the logs: %s", failure)
+		} else {
+			c.t.Logf("patronitest: the test failed (see above the logs)")
+		}
 	}
 	c.reaper.Stop(syscall.SIGKILL, time.Second)
 	_ = os.RemoveAll(c.dir)

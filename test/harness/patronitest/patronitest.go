@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -77,6 +78,7 @@ type Cluster struct {
 	haproxy  *proctest.Proc
 	reaper   *proctest.Proc
 	logf     func(string, ...any)
+	failure  atomic.Value // the message of Fail, for the end of the output
 }
 
 // Start runs the cluster and waits until it is ready (see WaitReady), then creates the App
