@@ -2,7 +2,9 @@ package api_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -431,4 +433,60 @@ func manyLabels(n int) map[string]string {
 		m[fmt.Sprintf("l%d", i)] = "v"
 	}
 	return m
+}
+
+// TestWebhook_SenderGoneIsCanceled holds the alerts table locked, so that a delivery waits on
+// the database, and has its sender go away meanwhile (Alertmanager's timeout): the delivery is
+// counted canceled, not as the server's error, and nothing is stored.
+func TestWebhook_SenderGoneIsCanceled(t *testing.T) {
+	e := newIncidentEnv(t)
+	ctx := t.Context()
+	lock, err := e.srv.Store.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Rollback(context.Background()) //nolint:errcheck // the lock ends with the test
+	if _, err := lock.Exec(ctx, `LOCK TABLE alerts IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	body := mustJSON(t, notification("g", "firing", amAlert("f1", "firing", t0, map[string]string{"alertname": "X"})))
+	sendCtx, cancel := context.WithCancel(ctx)
+	req, err := http.NewRequestWithContext(sendCtx, http.MethodPost, e.srv.URL+"/api/webhooks/alertmanager", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+e.integration)
+	sent := make(chan error, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			err = fmt.Errorf("answered %d while the alerts table was locked", resp.StatusCode)
+		}
+		sent <- err
+	}()
+	waitFor(t, "the delivery to wait on the lock", func() bool {
+		var waiting int
+		err := e.srv.Store.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_catalog.pg_locks l
+			WHERE NOT l.granted AND l.relation = 'alerts'::regclass`).Scan(&waiting)
+		return err == nil && waiting > 0
+	})
+	cancel()
+	if err := <-sent; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the sender: %v, want its own cancellation", err)
+	}
+	waitFor(t, "the delivery to be counted", func() bool {
+		return metric(t, e.srv, `terdut_webhook_notifications_total{outcome="canceled"}`) == 1
+	})
+	if n := metric(t, e.srv, `terdut_webhook_notifications_total{outcome="error"}`); n != 0 {
+		t.Errorf(`outcome="error": %v, want 0`, n)
+	}
+	if err := lock.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var alerts int
+	if err := e.srv.Store.Pool().QueryRow(ctx, `SELECT count(*) FROM alerts`).Scan(&alerts); err != nil || alerts != 0 {
+		t.Fatalf("%d alerts stored (%v), want none", alerts, err)
+	}
 }

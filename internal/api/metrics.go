@@ -50,7 +50,7 @@ func newMetrics(reg prometheus.Registerer, st Store) *metrics {
 		webhookDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "terdut_webhook_duration_seconds",
 			Help: "How long a notification took to receive and store.", Buckets: prometheus.ExponentialBuckets(0.005, 2, 12)}),
 	}
-	for _, outcome := range []string{"stored", "unauthorized", "invalid", "too_large", "unavailable", "error"} {
+	for _, outcome := range []string{"stored", "unauthorized", "invalid", "too_large", "unavailable", "canceled", "error"} {
 		m.webhookNotifications.WithLabelValues(outcome)
 	}
 	open := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "terdut_incidents_open",

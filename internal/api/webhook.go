@@ -80,10 +80,7 @@ func (s *server) receiveNotification(w http.ResponseWriter, r *http.Request) str
 		return "unauthorized"
 	case err != nil:
 		s.writeError(w, r, err)
-		if errors.Is(err, store.ErrUnavailable) {
-			return "unavailable"
-		}
-		return "error"
+		return failedOutcome(err)
 	}
 	n, bad := s.readNotification(w, r)
 	if bad != nil {
@@ -106,13 +103,13 @@ func (s *server) receiveNotification(w http.ResponseWriter, r *http.Request) str
 		}
 	}
 	if err != nil {
-		if retryable(err) || errors.Is(err, store.ErrUnavailable) {
+		if (retryable(err) || errors.Is(err, store.ErrUnavailable)) && !errors.Is(err, context.Canceled) {
 			s.writeError(w, r, &apiError{Status: http.StatusServiceUnavailable, Code: "unavailable",
 				Message: "The notification could not be stored now; Alertmanager will send it again.", RetryAfter: time.Second})
 			return "unavailable"
 		}
 		s.writeError(w, r, err)
-		return "error"
+		return failedOutcome(err)
 	}
 	replayed := 0
 	if res.Replay {
@@ -135,6 +132,19 @@ func (s *server) receiveNotification(w http.ResponseWriter, r *http.Request) str
 
 // retryable reports a failure that the same transaction, tried again, may not meet: a
 // serialization failure or a deadlock Postgres broke.
+// failedOutcome is the outcome of a delivery that failed with err: canceled when Alertmanager
+// went away first (its timeout, or a shutdown: it sends the notification again), unavailable
+// when the database is out of reach, else error.
+func failedOutcome(err error) string {
+	switch {
+	case errors.Is(err, context.Canceled):
+		return "canceled"
+	case errors.Is(err, store.ErrUnavailable):
+		return "unavailable"
+	}
+	return "error"
+}
+
 func retryable(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && (pgErr.Code == "40001" || pgErr.Code == "40P01")

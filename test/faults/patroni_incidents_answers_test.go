@@ -102,6 +102,11 @@ func checkWebhookAnswers(t *testing.T, srv *incidentServer, am *amtest.Alertmana
 			t.Errorf("Alertmanager counts %.0f webhook notifications failed by %s, want none", failed[bad], bad)
 		}
 	}
+	// A 499 is Alertmanager gone before the answer (its timeout), which it sends again: counted
+	// canceled, never as the server's error.
+	if outcomes["canceled"] != float64(statuses[499]) || outcomes["error"] > 0 {
+		t.Errorf("notifications by outcome %v against %d answers 499, want canceled = 499s and no error", outcomes, statuses[499])
+	}
 	t.Logf("storm: the webhook answered %s (access log; the slowest took %.1f s); notifications by outcome %v; "+
 		"Alertmanager's failed notifications by reason %v; 503s: %d",
 		strings.Join(parts, " "), slowest/1000, outcomes, failed, statuses[http.StatusServiceUnavailable])
