@@ -46,3 +46,11 @@ var (
 
 // APIKeyLookup is the API-key lookup st makes in its statement mode.
 func APIKeyLookup(ctx context.Context, st *Store) (string, error) { return st.apiKeyLookup(ctx) }
+
+// IngestLookups are the statements of a notification that find rows by its values, as SQL,
+// with the index each must seek.
+var IngestLookups = map[string]struct{ SQL, Index string }{
+	"find occurrences":    {findOccurrencesSQL, "incident_alerts_occurrence_key"},
+	"join":                {joinSQL, "alerts_integration_fingerprint_key"},
+	"resolve occurrences": {resolveOccurrencesSQL, "incident_alerts_pkey"},
+}

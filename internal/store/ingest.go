@@ -84,6 +84,7 @@ func (s *Store) Ingest(ctx context.Context, caller IntegrationCaller, n Notifica
 // occurrence is the newest stored occurrence of an (alert, startsAt) of the group.
 type occurrence struct {
 	id           int64
+	alertID      int64
 	status       string
 	source       string
 	incidentID   int64
@@ -97,91 +98,58 @@ type occurrence struct {
 // to within an integration's expire_after, at least a minute.
 const refreshAfter = "15 seconds"
 
+// ingest applies the notification in two round trips after BEGIN: readGroup reads the group
+// under its lock; what each copy does is decided here; then every write goes in one batch
+// (ingestWrites).
 func ingest(ctx context.Context, tx pgx.Tx, caller IntegrationCaller, n Notification, alerts []NotifiedAlert,
 	digest []byte, res *IngestResult) error {
-	ids, found, open, err := readGroup(ctx, tx, caller.IntegrationID, n.GroupKey, alerts)
+	found, open, err := readGroup(ctx, tx, caller.IntegrationID, n.GroupKey, alerts)
 	if err != nil {
 		return err
 	}
-
-	// What each copy does to its occurrence.
-	var joins, refresh, reopen, stopped []int
-	var stopIDs, refreshIDs, reopenIDs []int64
+	w := ingestWrites{integrationID: caller.IntegrationID, groupKey: n.GroupKey, alerts: alerts, found: found, open: open}
 	for i, a := range alerts {
 		o, ok := found[i]
 		switch {
 		case !ok && a.Status == AlertFiring:
-			joins = append(joins, i)
+			w.joins = append(w.joins, i)
 		case !ok:
 			res.Stale++ // a resolution of an occurrence never seen firing: the feed keeps it
 		case o.status == AlertFiring && a.Status == AlertFiring:
-			refresh = append(refresh, i)
+			res.Refreshed++
 			if o.stale {
-				refreshIDs = append(refreshIDs, o.id)
+				w.refreshIDs = append(w.refreshIDs, o.id)
 			}
 		case o.status == AlertFiring:
-			stopped = append(stopped, i)
-			stopIDs = append(stopIDs, o.id)
+			w.stopped = append(w.stopped, i)
+			w.stopIDs = append(w.stopIDs, o.id)
 		case o.source == ResolvedByExpiry && a.Status == AlertResolved:
 			// The real end of what the server took for ended: corrected, with no event.
-			stopIDs = append(stopIDs, o.id)
+			w.stopIDs = append(w.stopIDs, o.id)
 		case o.source == ResolvedByExpiry && o.incidentOpen && open != nil && o.incidentID == open.id:
-			reopen = append(reopen, i)
-			reopenIDs = append(reopenIDs, o.id)
+			w.reopen = append(w.reopen, i)
 		case o.source == ResolvedByExpiry:
-			joins = append(joins, i) // fires again, in the group's open (or a new) incident
+			w.joins = append(w.joins, i) // fires again, in the group's open (or a new) incident
 		default:
 			res.Stale++
 		}
 	}
-	res.Refreshed, res.Stopped = len(refresh), len(stopped)
-	res.New = len(joins) + len(reopen)
-
-	if len(joins) > 0 && open == nil {
-		open, err = createIncident(ctx, tx, caller.IntegrationID, n, alerts[joins[0]])
-		if err != nil {
+	res.Stopped = len(w.stopped)
+	res.New = len(w.joins) + len(w.reopen)
+	b := &pgx.Batch{}
+	if len(w.joins) > 0 && open == nil {
+		if err := queueCreateIncident(b, caller.IntegrationID, n, alerts[w.joins[0]], &res.IncidentID); err != nil {
 			return err
 		}
 		res.Opened = true
-	}
-	if err := resolveOccurrences(ctx, tx, alerts, stopIDs, found); err != nil {
-		return err
-	}
-	if len(refreshIDs) > 0 {
-		if _, err := tx.Exec(ctx, `UPDATE incident_alerts SET last_seen_at = now() WHERE id = ANY($1)`, refreshIDs); err != nil {
-			return wrap(err, "refresh occurrences")
-		}
-	}
-	if len(reopenIDs) > 0 {
-		if _, err := tx.Exec(ctx, `UPDATE incident_alerts SET status = 'firing', ends_at = NULL, resolution_source = NULL,
-			last_seen_at = now() WHERE id = ANY($1)`, reopenIDs); err != nil {
-			return wrap(err, "reopen occurrences")
-		}
-	}
-	if open != nil {
+	} else if open != nil {
 		res.IncidentID = open.id
-		if err := joinIncident(ctx, tx, open, n.GroupKey, alerts, ids, joins, reopen); err != nil {
-			return err
-		}
-		if n.TruncatedAlerts > 0 {
-			// The alerts max_alerts left out are not in the body, and nothing says which are
-			// still firing: every firing one of the incident counts as reported.
-			if _, err := tx.Exec(ctx, `UPDATE incident_alerts SET last_seen_at = now()
-				WHERE incident_id = $1 AND status = 'firing' AND last_seen_at < now() - interval '`+refreshAfter+`'`, open.id); err != nil {
-				return wrap(err, "keep a truncated group's alerts alive")
-			}
-		}
 	}
-	if err := stoppedEvents(ctx, tx, alerts, ids, stopped, found); err != nil {
+	if err := w.queue(b, n.TruncatedAlerts > 0, &res.Resolved); err != nil {
 		return err
 	}
-	if open != nil && len(stopIDs) > 0 {
-		// Only a resolution can leave the incident with nothing firing.
-		if res.Resolved, err = resolveIfQuiet(ctx, tx, open.id); err != nil {
-			return err
-		}
-	}
-	return touchIntegration(ctx, tx, caller, n.GroupKey, digest)
+	queueTouchIntegration(b, caller, n.GroupKey, digest)
+	return wrap(tx.SendBatch(ctx, b).Close(), "apply the notification")
 }
 
 // groupLockKey names the lock of one group of one integration.
@@ -209,38 +177,37 @@ func latestCopies(in []NotifiedAlert) []NotifiedAlert {
 // upsertAlertsSQL writes the alerts' rows: a new fingerprint is inserted; a copy of the stored
 // occurrence or of a newer one replaces what the row says, except a firing copy of an
 // occurrence Alertmanager resolved (stale), and a copy that changes nothing of a row received
-// within refreshAfter (received_at is then that recent). It returns every alert's id, in the
-// body's order.
-const upsertAlertsSQL = `WITH x AS (
-		SELECT * FROM ROWS FROM (pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::text[]),
-			pg_catalog.unnest($4::text[]), pg_catalog.unnest($5::jsonb[]), pg_catalog.unnest($6::jsonb[]),
-			pg_catalog.unnest($7::timestamptz[]), pg_catalog.unnest($8::timestamptz[]), pg_catalog.unnest($9::text[]))
-			WITH ORDINALITY
-			AS x(fingerprint, name, status, labels, annotations, starts_at, ends_at, generator_url, n)
-	), up AS (
-		INSERT INTO alerts AS a (integration_id, fingerprint, name, status, labels, annotations, starts_at,
-			ends_at, generator_url, received_at, resolution_source)
+// within refreshAfter (received_at is then that recent). An alert that joins the group's
+// incident ($10 true) points at it (incidentRef), unless it points at a newer one.
+const upsertAlertsSQL = `INSERT INTO alerts AS a (integration_id, fingerprint, name, status, labels, annotations, starts_at,
+			ends_at, generator_url, received_at, resolution_source, incident_id)
 		SELECT $1, fingerprint, name, status, labels, annotations, starts_at, ends_at, generator_url, now(),
-			CASE WHEN status = 'resolved' THEN 'alertmanager' END
-		FROM x ORDER BY n
+			CASE WHEN status = 'resolved' THEN 'alertmanager' END, CASE WHEN joins THEN ` + incidentRef + ` END
+		FROM ROWS FROM (pg_catalog.unnest($4::text[]), pg_catalog.unnest($5::text[]),
+			pg_catalog.unnest($6::text[]), pg_catalog.unnest($7::jsonb[]), pg_catalog.unnest($8::jsonb[]),
+			pg_catalog.unnest($9::timestamptz[]), pg_catalog.unnest($10::timestamptz[]), pg_catalog.unnest($11::text[]),
+			pg_catalog.unnest($12::bool[]))
+			WITH ORDINALITY AS x(fingerprint, name, status, labels, annotations, starts_at, ends_at, generator_url, joins, n)
+		ORDER BY n
 		ON CONFLICT (integration_id, fingerprint) DO UPDATE SET name = excluded.name, status = excluded.status,
 			labels = excluded.labels, annotations = excluded.annotations, starts_at = excluded.starts_at,
 			ends_at = excluded.ends_at, generator_url = excluded.generator_url, received_at = excluded.received_at,
-			resolution_source = excluded.resolution_source
+			resolution_source = excluded.resolution_source, incident_id = greatest(a.incident_id, excluded.incident_id)
 		WHERE (excluded.starts_at > a.starts_at OR excluded.starts_at = a.starts_at
 				AND (excluded.status = 'resolved' OR a.resolution_source IS DISTINCT FROM 'alertmanager'))
-			AND ((a.name, a.status, a.labels, a.annotations, a.starts_at, a.ends_at, a.generator_url, a.resolution_source)
+			AND ((a.name, a.status, a.labels, a.annotations, a.starts_at, a.ends_at, a.generator_url, a.resolution_source,
+					a.incident_id)
 				IS DISTINCT FROM (excluded.name, excluded.status, excluded.labels, excluded.annotations, excluded.starts_at,
-					excluded.ends_at, excluded.generator_url, excluded.resolution_source)
-				OR a.received_at < now() - interval '` + refreshAfter + `')
-		RETURNING a.id, a.fingerprint
-	)
-	SELECT coalesce(up.id, a.id) FROM x
-	LEFT JOIN up ON up.fingerprint = x.fingerprint
-	LEFT JOIN alerts a ON a.integration_id = $1 AND a.fingerprint = x.fingerprint
-	ORDER BY x.n`
+					excluded.ends_at, excluded.generator_url, excluded.resolution_source, greatest(a.incident_id, excluded.incident_id))
+				OR a.received_at < now() - interval '` + refreshAfter + `')`
 
-// alertArgs are upsertAlertsSQL's arguments after the integration: the alerts as columns.
+// incidentRef is, in the statements of a notification's writes ($1 the integration, $2 the
+// group, $3 its open incident when the notification found one), the group's open incident:
+// the one found, else the one this notification opened earlier in the same batch.
+const incidentRef = `coalesce($3::bigint, (SELECT id FROM incidents WHERE integration_id = $1 AND group_key = $2
+	AND resolved_at IS NULL))`
+
+// alertArgs are upsertAlertsSQL's arguments $4 to $11: the alerts as columns.
 func alertArgs(alerts []NotifiedAlert) ([]any, error) {
 	n := len(alerts)
 	fingerprint, name, status, generatorURL := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
@@ -268,17 +235,20 @@ func alertArgs(alerts []NotifiedAlert) ([]any, error) {
 	return []any{fingerprint, name, status, labels, annotations, startsAt, endsAt, generatorURL}, nil
 }
 
-// findOccurrencesSQL finds, for each (fingerprint, startsAt) of a notification, the newest
-// occurrence of the group ($2) with whether its incident is open and whether its last report is
-// older than refreshAfter. The group's lock keeps them as read: only the group's notifications
-// and its expiry change them, under that lock.
-const findOccurrencesSQL = `SELECT DISTINCT ON (x.n) x.n, o.id, o.status, coalesce(o.resolution_source, ''),
-		o.incident_id, i.resolved_at IS NULL, o.last_seen_at < now() - interval '` + refreshAfter + `'
+// findOccurrencesSQL finds, for each (fingerprint, startsAt) of a notification, its alert and
+// the newest occurrence of the group ($2) with whether its incident is open and whether its
+// last report is older than refreshAfter. Each lookup is a lateral one by index, whatever the
+// tables' statistics say (a join planned on a new install's stale statistics scanned every
+// occurrence). The group's lock keeps them as read: only the group's notifications and its
+// expiry change them, under that lock.
+const findOccurrencesSQL = `SELECT x.n, a.id, o.id, o.status, coalesce(o.resolution_source, ''), o.incident_id, o.open, o.stale
 	FROM ROWS FROM (pg_catalog.unnest($3::text[]), pg_catalog.unnest($4::timestamptz[])) WITH ORDINALITY AS x(fingerprint, starts_at, n)
-	JOIN alerts a ON a.integration_id = $1 AND a.fingerprint = x.fingerprint
-	JOIN incident_alerts o ON o.alert_id = a.id AND o.group_key = $2 AND o.starts_at = x.starts_at
-	JOIN incidents i ON i.id = o.incident_id
-	ORDER BY x.n, o.id DESC`
+	CROSS JOIN LATERAL (SELECT id FROM alerts WHERE integration_id = $1 AND fingerprint = x.fingerprint LIMIT 1) a
+	CROSS JOIN LATERAL (SELECT o.id, o.status, o.resolution_source, o.incident_id, i.resolved_at IS NULL AS open,
+			o.last_seen_at < now() - interval '` + refreshAfter + `' AS stale
+		FROM incident_alerts o JOIN incidents i ON i.id = o.incident_id
+		WHERE o.alert_id = a.id AND o.group_key = $2 AND o.starts_at = x.starts_at
+		ORDER BY o.id DESC LIMIT 1) o`
 
 // openIncidentSQL reads the group's open incident, locked against people's actions until the
 // notification is applied.
@@ -293,29 +263,23 @@ type openIncidentRow struct {
 	hasSeverity  bool
 }
 
-// readGroup takes the group's lock, writes the alerts' rows and reads the group's occurrences
-// and open incident (nil when none), in one round trip: the alerts' ids in their order, and the
-// occurrences by the index of their alert.
+// readGroup takes the group's lock and reads the group's occurrences (by the index of their
+// alert) and open incident (nil when none), in one round trip.
 func readGroup(ctx context.Context, tx pgx.Tx, integrationID int64, groupKey string, alerts []NotifiedAlert) (
-	[]int64, map[int]occurrence, *openIncidentRow, error) {
-	cols, err := alertArgs(alerts)
-	if err != nil {
-		return nil, nil, nil, err
+	map[int]occurrence, *openIncidentRow, error) {
+	fingerprints, starts := make([]string, len(alerts)), make([]time.Time, len(alerts))
+	for i, a := range alerts {
+		fingerprints[i], starts[i] = a.Fingerprint, a.StartsAt
 	}
-	var ids []int64
 	found := map[int]occurrence{}
 	var open *openIncidentRow
 	b := &pgx.Batch{}
 	b.Queue(`SELECT pg_advisory_xact_lock(pg_catalog.hashtextextended($1, 0))`, groupLockKey(integrationID, groupKey))
-	b.Queue(upsertAlertsSQL, append([]any{integrationID}, cols...)...).Query(func(rows pgx.Rows) error {
-		ids, err = pgx.CollectRows(rows, pgx.RowTo[int64])
-		return err
-	})
-	b.Queue(findOccurrencesSQL, integrationID, groupKey, cols[0], cols[5]).Query(func(rows pgx.Rows) error {
+	b.Queue(findOccurrencesSQL, integrationID, groupKey, fingerprints, starts).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var n int
 			var o occurrence
-			if err := rows.Scan(&n, &o.id, &o.status, &o.source, &o.incidentID, &o.incidentOpen, &o.stale); err != nil {
+			if err := rows.Scan(&n, &o.alertID, &o.id, &o.status, &o.source, &o.incidentID, &o.incidentOpen, &o.stale); err != nil {
 				return err
 			}
 			found[n-1] = o
@@ -332,12 +296,9 @@ func readGroup(ctx context.Context, tx pgx.Tx, integrationID int64, groupKey str
 		return err
 	})
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return nil, nil, nil, wrap(err, "read the group")
+		return nil, nil, wrap(err, "read the group")
 	}
-	if len(ids) != len(alerts) {
-		return nil, nil, nil, fmt.Errorf("write alerts: %d ids for %d alerts", len(ids), len(alerts))
-	}
-	return ids, found, open, nil
+	return found, open, nil
 }
 
 func nonNil(m map[string]string) map[string]string {
@@ -347,20 +308,23 @@ func nonNil(m map[string]string) map[string]string {
 	return m
 }
 
-// createIncident opens the group's incident, with its "triggered" event.
-func createIncident(ctx context.Context, tx pgx.Tx, integrationID int64, n Notification, first NotifiedAlert) (*openIncidentRow, error) {
+// queueCreateIncident opens the group's incident, with its "triggered" event, and sets *id to
+// it when the batch runs.
+func queueCreateIncident(b *pgx.Batch, integrationID int64, n Notification, first NotifiedAlert, id *int64) error {
 	labels, err := json.Marshal(nonNil(n.GroupLabels))
 	if err != nil {
-		return nil, fmt.Errorf("encode group labels: %w", err)
+		return fmt.Errorf("encode group labels: %w", err)
 	}
-	o := &openIncidentRow{}
-	err = tx.QueryRow(ctx, `INSERT INTO incidents (integration_id, group_key, title, group_labels, status)
-		VALUES ($1, $2, $3, $4::text::jsonb, 'triggered') RETURNING id`,
-		integrationID, n.GroupKey, IncidentTitle(n, first), string(labels)).Scan(&o.id)
-	if err != nil {
-		return nil, wrap(err, "open incident")
-	}
-	return o, appendIncidentEvent(ctx, tx, incidentEvent{incidentID: o.id, typ: EventTriggered})
+	b.Queue(`WITH i AS (
+			INSERT INTO incidents (integration_id, group_key, title, group_labels, status)
+			VALUES ($1, $2, $3, $4::text::jsonb, 'triggered') RETURNING id
+		), e AS (
+			INSERT INTO incident_events (incident_id, type) SELECT id, '`+EventTriggered+`' FROM i
+		)
+		SELECT id FROM i`, integrationID, n.GroupKey, IncidentTitle(n, first), string(labels)).QueryRow(func(row pgx.Row) error {
+		return row.Scan(id)
+	})
+	return nil
 }
 
 // IncidentTitle is an incident's title, fixed when it opens: the alert name (of the group's

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -42,90 +43,156 @@ func appendIncidentEvent(ctx context.Context, tx pgx.Tx, e incidentEvent) error 
 	return wrap(err, "write incident event")
 }
 
-// appendAlertEvents writes one event of typ, with detail, for each alert, in one statement.
-func appendAlertEvents(ctx context.Context, tx pgx.Tx, incidentID int64, typ, detail string, alertIDs []int64) error {
-	if len(alertIDs) == 0 {
-		return nil
-	}
-	_, err := tx.Exec(ctx, `INSERT INTO incident_events (incident_id, type, alert_id, detail)
-		SELECT $1, $2, a, $4 FROM pg_catalog.unnest($3::bigint[]) WITH ORDINALITY AS x(a, n) ORDER BY n`,
-		incidentID, typ, alertIDs, detail)
+// resolutionEventsSQL writes the events of an incident's ($1) alerts ($2) that stopped firing:
+// one alert_resolved each (detail $3) while the incident holds at most 200 alerts, else one
+// alerts_resolved that says how many ($4).
+const resolutionEventsSQL = `INSERT INTO incident_events (incident_id, type, alert_id, detail)
+	SELECT i.id, t.type, t.alert_id, t.detail FROM incidents i
+	CROSS JOIN LATERAL (
+		SELECT '` + EventAlertResolved + `' AS type, x.a AS alert_id, $3::text AS detail, x.n
+		FROM pg_catalog.unnest($2::bigint[]) WITH ORDINALITY AS x(a, n) WHERE i.alert_count <= ` + maxIndividualAlertEventsSQL + `
+		UNION ALL
+		SELECT '` + EventAlertsResolved + `', NULL, $4::text, 0 WHERE i.alert_count > ` + maxIndividualAlertEventsSQL + `) t
+	WHERE i.id = $1 ORDER BY t.n`
+
+// maxIndividualAlertEventsSQL is maxIndividualAlertEvents in SQL.
+const maxIndividualAlertEventsSQL = "200"
+
+// resolutionEvents runs resolutionEventsSQL.
+func resolutionEvents(ctx context.Context, tx pgx.Tx, incidentID int64, alertIDs []int64, detail, summary string) error {
+	_, err := tx.Exec(ctx, resolutionEventsSQL, incidentID, alertIDs, detail, summary)
 	return wrap(err, "write incident events")
 }
 
-// resolutionEvents writes the events of an incident's alerts that stopped firing: one
-// alert_resolved each (with detail) while the incident holds at most 200 alerts, else one
-// alerts_resolved that says how many (summary).
-func resolutionEvents(ctx context.Context, tx pgx.Tx, incidentID int64, alertIDs []int64, detail, summary string) error {
-	var count int
-	if err := tx.QueryRow(ctx, `SELECT alert_count FROM incidents WHERE id = $1`, incidentID).Scan(&count); err != nil {
-		return wrap(err, "read incident")
-	}
-	if count <= maxIndividualAlertEvents {
-		return appendAlertEvents(ctx, tx, incidentID, EventAlertResolved, detail, alertIDs)
-	}
-	return appendIncidentEvent(ctx, tx, incidentEvent{incidentID: incidentID, typ: EventAlertsResolved, detail: summary})
+// ingestWrites is what a notification writes, decided from what readGroup found: by index of
+// the notification's alerts, the copies that join the group's incident (joins: a new
+// occurrence), fire again in it after an expiry (reopen) and stopped firing (stopped); by
+// occurrence, those to resolve (stopIDs: also expired ones whose real end came) and those
+// whose last report is to be refreshed.
+type ingestWrites struct {
+	integrationID          int64
+	groupKey               string
+	alerts                 []NotifiedAlert
+	found                  map[int]occurrence
+	open                   *openIncidentRow // nil: none was open; the batch opens one if anything joins
+	joins, reopen, stopped []int
+	stopIDs, refreshIDs    []int64
 }
 
-// joinIncident adds the occurrences that began firing to the open incident, raises its
-// severity, and writes their events: one each for the first 200 of the incident, then one a
-// notification that says how many more joined.
-func joinIncident(ctx context.Context, tx pgx.Tx, open *openIncidentRow, groupKey string, alerts []NotifiedAlert,
-	ids []int64, joins, reopen []int) error {
-	if len(joins)+len(reopen) == 0 {
-		return nil
+// queue adds the notification's writes to b, in this order: the alerts' rows; the
+// occurrences resolved, refreshed, reopened and added, with the incident's count, severity
+// and events; a truncated group's alerts kept alive; the events of what stopped; and the
+// incident resolved (*resolved set) when nothing of it fires any more.
+func (w *ingestWrites) queue(b *pgx.Batch, truncated bool, resolved *bool) error {
+	var openID *int64
+	if w.open != nil {
+		openID = &w.open.id
 	}
-	var alertIDs []int64
-	var starts []time.Time
-	rank, severity := open.severityRank, ""
-	for _, i := range joins {
-		alertIDs = append(alertIDs, ids[i])
-		starts = append(starts, alerts[i].StartsAt)
+	ref := []any{w.integrationID, w.groupKey, openID}
+	cols, err := alertArgs(w.alerts)
+	if err != nil {
+		return err
 	}
-	for _, i := range slices.Concat(joins, reopen) {
-		if v, ok := alerts[i].Labels["severity"]; ok {
-			if r := SeverityRank(v); r > rank || !open.hasSeverity && severity == "" {
+	joining := make([]bool, len(w.alerts))
+	for _, i := range w.joins {
+		joining[i] = true
+	}
+	b.Queue(upsertAlertsSQL, slices.Concat(ref, cols, []any{joining})...)
+	w.queueResolveOccurrences(b)
+	if len(w.refreshIDs) > 0 {
+		b.Queue(`UPDATE incident_alerts SET last_seen_at = now() WHERE id = ANY($1)`, w.refreshIDs)
+	}
+	if len(w.reopen) > 0 {
+		ids := make([]int64, len(w.reopen))
+		for k, i := range w.reopen {
+			ids[k] = w.found[i].id
+		}
+		b.Queue(`UPDATE incident_alerts SET status = 'firing', ends_at = NULL, resolution_source = NULL,
+			last_seen_at = now() WHERE id = ANY($1)`, ids)
+	}
+	if len(w.joins)+len(w.reopen) > 0 {
+		w.queueJoins(b, ref)
+	}
+	if truncated && (w.open != nil || len(w.joins) > 0) {
+		// The alerts max_alerts left out are not in the body, and nothing says which are
+		// still firing: every firing one of the incident counts as reported.
+		b.Queue(`UPDATE incident_alerts SET last_seen_at = now()
+			WHERE incident_id = `+incidentRef+` AND status = 'firing' AND last_seen_at < now() - interval '`+refreshAfter+`'`, ref...)
+	}
+	w.queueStoppedEvents(b)
+	if w.open != nil && len(w.stopIDs) > 0 {
+		// Only a resolution can leave the incident with nothing firing.
+		b.Queue(resolveIfQuietSQL, w.open.id).QueryRow(func(row pgx.Row) error {
+			return scanResolved(row, resolved)
+		})
+	}
+	return nil
+}
+
+// queueJoins adds the occurrences that began firing to the group's open incident with their
+// events (one each for the first 200 of the incident, then one a notification that says how
+// many more joined), links alerts whose stored copy was newer than the joining one (the upsert
+// left them), raises the incident's severity and counts its alerts.
+func (w *ingestWrites) queueJoins(b *pgx.Batch, ref []any) {
+	alertCount, rank, hasSeverity := 0, 0, false
+	if w.open != nil {
+		alertCount, rank, hasSeverity = w.open.alertCount, w.open.severityRank, w.open.hasSeverity
+	}
+	severity := ""
+	for _, i := range slices.Concat(w.joins, w.reopen) {
+		if v, ok := w.alerts[i].Labels["severity"]; ok {
+			if r := SeverityRank(v); r > rank || !hasSeverity && severity == "" {
 				rank, severity = r, v
 			}
 		}
 	}
-	if len(joins) > 0 {
-		if _, err := tx.Exec(ctx, `INSERT INTO incident_alerts (incident_id, alert_id, group_key, starts_at, status)
-			SELECT $1, a, $2, s, 'firing' FROM ROWS FROM (pg_catalog.unnest($3::bigint[]), pg_catalog.unnest($4::timestamptz[])) AS x(a, s)`,
-			open.id, groupKey, alertIDs, starts); err != nil {
-			return wrap(err, "add occurrences")
+	budget := max(maxIndividualAlertEvents-alertCount, 0)
+	if len(w.joins) > 0 {
+		fingerprints, starts, withEvent := make([]string, len(w.joins)), make([]time.Time, len(w.joins)), make([]bool, len(w.joins))
+		for k, i := range w.joins {
+			fingerprints[k], starts[k], withEvent[k] = w.alerts[i].Fingerprint, w.alerts[i].StartsAt, k < budget
 		}
-		if _, err := tx.Exec(ctx, `UPDATE alerts SET incident_id = $1 WHERE id = ANY($2)
-			AND (incident_id IS NULL OR incident_id < $1)`, open.id, alertIDs); err != nil {
-			return wrap(err, "link alerts to their incident")
-		}
-	}
-	if _, err := tx.Exec(ctx, `UPDATE incidents SET alert_count = alert_count + $2,
-			severity = CASE WHEN $3 <> '' THEN $3 ELSE severity END,
-			severity_rank = CASE WHEN $3 <> '' THEN $4 ELSE severity_rank END
-		WHERE id = $1`, open.id, len(joins), severity, rank); err != nil {
-		return wrap(err, "count the incident's alerts")
-	}
-	budget := max(maxIndividualAlertEvents-open.alertCount, 0)
-	individual := alertIDs[:min(budget, len(alertIDs))]
-	if err := appendAlertEvents(ctx, tx, open.id, EventAlertAdded, "", individual); err != nil {
-		return err
-	}
-	if more := len(alertIDs) - len(individual); more > 0 {
-		if err := appendIncidentEvent(ctx, tx, incidentEvent{incidentID: open.id, typ: EventAlertsAdded,
-			detail: fmt.Sprintf("%d more alerts joined", more)}); err != nil {
-			return err
+		b.Queue(joinSQL,
+			slices.Concat(ref, []any{fingerprints, starts, withEvent})...)
+		if more := len(w.joins) - min(budget, len(w.joins)); more > 0 {
+			b.Queue(`INSERT INTO incident_events (incident_id, type, detail) SELECT `+incidentRef+`, '`+EventAlertsAdded+`', $4`,
+				slices.Concat(ref, []any{fmt.Sprintf("%d more alerts joined", more)})...)
 		}
 	}
-	open.alertCount += len(joins)
-	for _, i := range reopen {
-		if err := appendIncidentEvent(ctx, tx, incidentEvent{incidentID: open.id, typ: EventAlertAdded,
-			alertID: ids[i], detail: "firing again after it expired"}); err != nil {
-			return err
+	b.Queue(`UPDATE incidents SET alert_count = alert_count + $4,
+			severity = CASE WHEN $5 <> '' THEN $5 ELSE severity END,
+			severity_rank = CASE WHEN $5 <> '' THEN $6 ELSE severity_rank END
+		WHERE id = `+incidentRef, slices.Concat(ref, []any{len(w.joins), severity, rank})...)
+	if len(w.reopen) > 0 {
+		ids := make([]int64, len(w.reopen))
+		for k, i := range w.reopen {
+			ids[k] = w.found[i].alertID
 		}
+		b.Queue(`INSERT INTO incident_events (incident_id, type, alert_id, detail)
+			SELECT $1, '`+EventAlertAdded+`', a, 'firing again after it expired'
+			FROM pg_catalog.unnest($2::bigint[]) WITH ORDINALITY AS x(a, n) ORDER BY n`, w.open.id, ids)
 	}
-	return nil
 }
+
+// joinSQL adds occurrences (fingerprints $4, startsAt $5) to the group's open incident
+// (incidentRef), each alert found by a lateral lookup by index; writes alert_added for those of
+// $6; and links to the incident the alerts the upsert left pointing elsewhere (their stored copy
+// was newer than the joining one).
+const joinSQL = `WITH j AS MATERIALIZED (
+		SELECT x.n, x.starts_at, x.event, a.id AS alert_id, ` + incidentRef + ` AS incident_id
+		FROM ROWS FROM (pg_catalog.unnest($4::text[]), pg_catalog.unnest($5::timestamptz[]), pg_catalog.unnest($6::bool[]))
+			WITH ORDINALITY AS x(fingerprint, starts_at, event, n)
+		CROSS JOIN LATERAL (SELECT id FROM alerts WHERE integration_id = $1 AND fingerprint = x.fingerprint LIMIT 1) a
+	), o AS (
+		INSERT INTO incident_alerts (incident_id, alert_id, group_key, starts_at, status)
+		SELECT incident_id, alert_id, $2, starts_at, 'firing' FROM j ORDER BY n
+	), l AS (
+		UPDATE alerts SET incident_id = ` + incidentRef + `
+		WHERE integration_id = $1 AND fingerprint = ANY($4)
+			AND (incident_id IS NULL OR incident_id < ` + incidentRef + `)
+	)
+	INSERT INTO incident_events (incident_id, type, alert_id)
+	SELECT incident_id, '` + EventAlertAdded + `', alert_id FROM j WHERE event ORDER BY n`
 
 // SeverityRank orders the values of the severity label: critical > error, high > warning >
 // info, low > any other value.
@@ -143,16 +210,16 @@ func SeverityRank(v string) int {
 	return 0
 }
 
-// resolveOccurrences marks the occurrences stopIDs resolved by Alertmanager, at the end time of
-// their copies: firing ones that stopped, and expired ones whose real end came.
-func resolveOccurrences(ctx context.Context, tx pgx.Tx, alerts []NotifiedAlert, stopIDs []int64, found map[int]occurrence) error {
-	if len(stopIDs) == 0 {
-		return nil
+// queueResolveOccurrences marks the occurrences stopIDs resolved by Alertmanager, at the end
+// time of their copies: firing ones that stopped, and expired ones whose real end came. The
+// id = ANY condition has the planner find them by index whatever its statistics say.
+func (w *ingestWrites) queueResolveOccurrences(b *pgx.Batch) {
+	if len(w.stopIDs) == 0 {
+		return
 	}
-	ends := make([]time.Time, 0, len(stopIDs))
 	byID := map[int64]time.Time{}
-	for i, a := range alerts {
-		if o, ok := found[i]; ok {
+	for i, a := range w.alerts {
+		if o, ok := w.found[i]; ok {
 			end := a.EndsAt
 			if end.IsZero() {
 				end = time.Now()
@@ -160,58 +227,72 @@ func resolveOccurrences(ctx context.Context, tx pgx.Tx, alerts []NotifiedAlert, 
 			byID[o.id] = end
 		}
 	}
-	for _, id := range stopIDs {
-		ends = append(ends, byID[id])
+	ends := make([]time.Time, len(w.stopIDs))
+	for k, id := range w.stopIDs {
+		ends[k] = byID[id]
 	}
-	_, err := tx.Exec(ctx, `UPDATE incident_alerts o SET status = 'resolved', ends_at = x.e,
-			resolution_source = 'alertmanager'
-		FROM ROWS FROM (pg_catalog.unnest($1::bigint[]), pg_catalog.unnest($2::timestamptz[])) AS x(id, e) WHERE o.id = x.id`, stopIDs, ends)
-	return wrap(err, "resolve occurrences")
+	b.Queue(resolveOccurrencesSQL, w.stopIDs, ends)
 }
 
-// stoppedEvents writes the events of the occurrences that stopped firing, by incident: one each
-// while the incident holds at most 200 alerts, else one that says how many.
-func stoppedEvents(ctx context.Context, tx pgx.Tx, alerts []NotifiedAlert, ids []int64, stopped []int,
-	found map[int]occurrence) error {
+// resolveOccurrencesSQL resolves the occurrences $1 by Alertmanager at the times $2.
+const resolveOccurrencesSQL = `UPDATE incident_alerts o SET status = 'resolved', ends_at = x.e, resolution_source = 'alertmanager'
+	FROM ROWS FROM (pg_catalog.unnest($1::bigint[]), pg_catalog.unnest($2::timestamptz[])) AS x(id, e)
+	WHERE o.id = ANY($1) AND o.id = x.id`
+
+// queueStoppedEvents writes the events of the occurrences that stopped firing, by incident
+// (resolutionEventsSQL).
+func (w *ingestWrites) queueStoppedEvents(b *pgx.Batch) {
 	byIncident := map[int64][]int64{}
 	var order []int64
-	for _, i := range stopped {
-		id := found[i].incidentID
-		if _, ok := byIncident[id]; !ok {
-			order = append(order, id)
+	for _, i := range w.stopped {
+		o := w.found[i]
+		if _, ok := byIncident[o.incidentID]; !ok {
+			order = append(order, o.incidentID)
 		}
-		byIncident[id] = append(byIncident[id], ids[i])
+		byIncident[o.incidentID] = append(byIncident[o.incidentID], o.alertID)
 	}
 	for _, incidentID := range order {
 		alertIDs := byIncident[incidentID]
-		if err := resolutionEvents(ctx, tx, incidentID, alertIDs, "", fmt.Sprintf("%d alerts resolved", len(alertIDs))); err != nil {
-			return err
-		}
+		b.Queue(resolutionEventsSQL, incidentID, alertIDs, "", fmt.Sprintf("%d alerts resolved", len(alertIDs)))
 	}
-	return nil
 }
 
-// resolveIfQuiet resolves the open incident when none of its occurrences fires any more
-// ("alerts"), with its "resolved" event (no user: the alerts stopped). It reports whether it did.
-func resolveIfQuiet(ctx context.Context, tx pgx.Tx, incidentID int64) (bool, error) {
-	tag, err := tx.Exec(ctx, `UPDATE incidents SET status = 'resolved', resolved_at = now(), resolution_source = 'alerts'
+// resolveIfQuietSQL resolves the open incident $1 when none of its occurrences fires any more
+// ("alerts"), with its "resolved" event (no user: the alerts stopped), and returns its id if it
+// did.
+const resolveIfQuietSQL = `WITH r AS (
+		UPDATE incidents SET status = 'resolved', resolved_at = now(), resolution_source = 'alerts'
 		WHERE id = $1 AND resolved_at IS NULL
-			AND NOT EXISTS (SELECT 1 FROM incident_alerts WHERE incident_id = $1 AND status = 'firing')`, incidentID)
-	if err != nil {
-		return false, wrap(err, "resolve the incident")
-	}
-	if tag.RowsAffected() == 0 {
-		return false, nil
-	}
-	return true, appendIncidentEvent(ctx, tx, incidentEvent{incidentID: incidentID, typ: EventResolved})
+			AND NOT EXISTS (SELECT 1 FROM incident_alerts WHERE incident_id = $1 AND status = 'firing')
+		RETURNING id
+	), e AS (
+		INSERT INTO incident_events (incident_id, type) SELECT id, '` + EventResolved + `' FROM r
+	)
+	SELECT id FROM r`
+
+// resolveIfQuiet runs resolveIfQuietSQL and reports whether it resolved the incident.
+func resolveIfQuiet(ctx context.Context, tx pgx.Tx, incidentID int64) (bool, error) {
+	var resolved bool
+	err := scanResolved(tx.QueryRow(ctx, resolveIfQuietSQL, incidentID), &resolved)
+	return resolved, wrap(err, "resolve the incident")
 }
 
-// touchIntegration records the notification's digest on its group (digest.go), and the delivery
+func scanResolved(row pgx.Row, resolved *bool) error {
+	var id int64
+	err := row.Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	*resolved = err == nil
+	return err
+}
+
+// queueTouchIntegration records the notification's digest on its group (digest.go), and the delivery
 // on the integration and its key, at most once a second each (so that concurrent deliveries of
 // one integration do not queue behind one row, and not at all when its key's authentication
 // found both recent), in one statement.
-func touchIntegration(ctx context.Context, tx pgx.Tx, caller IntegrationCaller, groupKey string, digest []byte) error {
-	_, err := tx.Exec(ctx, `WITH d AS (
+func queueTouchIntegration(b *pgx.Batch, caller IntegrationCaller, groupKey string, digest []byte) {
+	b.Queue(`WITH d AS (
 			INSERT INTO notification_digests (integration_id, group_key, digest, applied_at) VALUES ($1, $3, $4, now())
 			ON CONFLICT (integration_id, group_key) DO UPDATE SET digest = excluded.digest, applied_at = excluded.applied_at
 		), i AS (
@@ -221,5 +302,4 @@ func touchIntegration(ctx context.Context, tx pgx.Tx, caller IntegrationCaller, 
 		UPDATE integration_keys SET last_used_at = now()
 		WHERE id = $2 AND NOT $5 AND (last_used_at IS NULL OR last_used_at < now() - interval '1 second')`,
 		caller.IntegrationID, caller.KeyID, groupKey, digest, caller.touchedRecently)
-	return wrap(err, "record the delivery")
 }

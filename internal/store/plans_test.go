@@ -146,9 +146,33 @@ func literal(tb testing.TB, a any) string {
 		return "'" + strings.ReplaceAll(v, "'", "''") + "'"
 	case time.Duration:
 		return fmt.Sprintf("'%d microseconds'", v.Microseconds())
+	case time.Time:
+		return "'" + v.Format(time.RFC3339Nano) + "'::timestamptz"
+	case bool:
+		return fmt.Sprint(v)
+	case nil:
+		return "NULL"
+	case []string:
+		return arrayLiteral(tb, v)
+	case []time.Time:
+		return arrayLiteral(tb, v)
+	case []bool:
+		return arrayLiteral(tb, v)
+	case []int64:
+		return arrayLiteral(tb, v)
 	}
 	tb.Fatalf("no literal for %T", a)
 	return ""
+}
+
+// arrayLiteral writes a slice as an SQL array of its elements' literals.
+func arrayLiteral[T any](tb testing.TB, v []T) string {
+	tb.Helper()
+	elems := make([]string, len(v))
+	for i, e := range v {
+		elems[i] = literal(tb, e)
+	}
+	return "ARRAY[" + strings.Join(elems, ", ") + "]"
 }
 
 // assertIndexed fails unless both plans of sql (custom and generic) scan with index and
@@ -326,4 +350,63 @@ func mustEvents(tb testing.TB, st *store.Store, q store.EventQuery) []store.Even
 		tb.Fatalf("events %+v: %v", q, err)
 	}
 	return events
+}
+
+// TestPlans_IngestLookups holds the statements of a notification that find rows by its values
+// to an index seek, with no table read whole, on the statistics of a new install: tables that
+// grew by the thousands since they were last analyzed (a join planned on those once scanned
+// every occurrence of the install on every notification).
+func TestPlans_IngestLookups(t *testing.T) {
+	st := mustStore(t)
+	c := mustIntegration(t, st, "plans")
+	// Statistics as they stand on a new install: taken while the tables were nearly empty.
+	for _, table := range []string{"alerts", "incidents", "incident_alerts"} {
+		if _, err := st.Pool().Exec(t.Context(), `ALTER TABLE `+table+` SET (autovacuum_enabled = off); ANALYZE `+table); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var last store.Notification
+	for g := range 40 {
+		for cycle := range 3 {
+			var alerts []store.NotifiedAlert
+			for i := range 50 {
+				alerts = append(alerts, firing("Plans", fmt.Sprintf("g%02d-%02d", g, i), t0.Add(time.Duration(cycle)*time.Minute)))
+			}
+			last = group(fmt.Sprintf("g%02d", g), alerts...)
+			mustIngest(t, st, c, last)
+			for i := range alerts {
+				alerts[i] = resolved(alerts[i], t0.Add(time.Hour))
+			}
+			mustIngest(t, st, c, group(last.GroupKey, alerts...))
+		}
+	}
+	fingerprints, starts, joins := []string{}, []time.Time{}, []bool{}
+	for _, a := range last.Alerts {
+		fingerprints, starts, joins = append(fingerprints, a.Fingerprint), append(starts, a.StartsAt), append(joins, true)
+	}
+	var stopIDs []int64
+	if err := st.Pool().QueryRow(t.Context(), `SELECT array_agg(id) FROM (SELECT id FROM incident_alerts ORDER BY id DESC LIMIT 50) o`).
+		Scan(&stopIDs); err != nil {
+		t.Fatal(err)
+	}
+	args := map[string][]any{
+		"find occurrences":    {c.IntegrationID, last.GroupKey, fingerprints, starts},
+		"join":                {c.IntegrationID, last.GroupKey, nil, fingerprints, starts, joins},
+		"resolve occurrences": {stopIDs, starts},
+	}
+	for name, lookup := range store.IngestLookups {
+		t.Run(name, func(t *testing.T) {
+			for _, generic := range []bool{false, true} {
+				// incidents holds 120 rows here, which a scan reads faster than an index.
+				scans := explain(t, st.Pool(), generic, lookup.SQL, args[name]...).scans()
+				whole := slices.ContainsFunc(scans, func(s string) bool {
+					return s == "Seq Scan on alerts" || s == "Seq Scan on incident_alerts"
+				})
+				if whole || !slices.ContainsFunc(scans, func(s string) bool { return strings.HasSuffix(s, " using "+lookup.Index) }) {
+					t.Errorf("%s plan: got scans %q, want %s used and neither alerts nor incident_alerts read whole",
+						map[bool]string{false: "custom", true: "generic"}[generic], scans, lookup.Index)
+				}
+			}
+		})
+	}
 }
