@@ -76,7 +76,7 @@ func (s *Store) Ingest(ctx context.Context, caller IntegrationCaller, n Notifica
 	var res IngestResult
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
 		res = IngestResult{}
-		return ingest(ctx, tx, caller, n, alerts, digest, &res)
+		return ingest(ctx, tx, caller, n, alerts, digest, !s.onCallOff.Load(), &res)
 	})
 	return res, err
 }
@@ -98,7 +98,7 @@ type occurrence struct {
 const refreshAfter = "15 seconds"
 
 func ingest(ctx context.Context, tx pgx.Tx, caller IntegrationCaller, n Notification, alerts []NotifiedAlert,
-	digest []byte, res *IngestResult) error {
+	digest []byte, onCall bool, res *IngestResult) error {
 	ids, found, open, err := readGroup(ctx, tx, caller.IntegrationID, n.GroupKey, alerts)
 	if err != nil {
 		return err
@@ -138,7 +138,7 @@ func ingest(ctx context.Context, tx pgx.Tx, caller IntegrationCaller, n Notifica
 	res.New = len(joins) + len(reopen)
 
 	if len(joins) > 0 && open == nil {
-		open, err = createIncident(ctx, tx, caller.IntegrationID, n, alerts[joins[0]])
+		open, err = createIncident(ctx, tx, caller.IntegrationID, n, alerts[joins[0]], onCall)
 		if err != nil {
 			return err
 		}
@@ -347,20 +347,33 @@ func nonNil(m map[string]string) map[string]string {
 	return m
 }
 
-// createIncident opens the group's incident, with its "triggered" event.
-func createIncident(ctx context.Context, tx pgx.Tx, integrationID int64, n Notification, first NotifiedAlert) (*openIncidentRow, error) {
+// createIncident opens the group's incident, with its "triggered" event, and with onCall gives
+// it to today's on-call person, with an "assigned" event that names them: one statement. The
+// day's entry is read FOR SHARE, so a change of it (AssignSchedule, DeleteScheduleEntry,
+// DeleteUser) waits for this transaction, or comes first and is read as it left the day: the
+// incident goes to the day's holder before or after a replacement, never to a deleted person.
+func createIncident(ctx context.Context, tx pgx.Tx, integrationID int64, n Notification, first NotifiedAlert,
+	onCall bool) (*openIncidentRow, error) {
 	labels, err := json.Marshal(nonNil(n.GroupLabels))
 	if err != nil {
 		return nil, fmt.Errorf("encode group labels: %w", err)
 	}
 	o := &openIncidentRow{}
-	err = tx.QueryRow(ctx, `INSERT INTO incidents (integration_id, group_key, title, group_labels, status)
-		VALUES ($1, $2, $3, $4::text::jsonb, 'triggered') RETURNING id`,
-		integrationID, n.GroupKey, IncidentTitle(n, first), string(labels)).Scan(&o.id)
-	if err != nil {
-		return nil, wrap(err, "open incident")
-	}
-	return o, appendIncidentEvent(ctx, tx, incidentEvent{incidentID: o.id, typ: EventTriggered})
+	err = tx.QueryRow(ctx, `WITH day AS (
+			SELECT user_id FROM schedule WHERE $5 AND date = `+todayUTC+` FOR SHARE
+		), i AS (
+			INSERT INTO incidents (integration_id, group_key, title, group_labels, status, assigned_to_id)
+			VALUES ($1, $2, $3, $4::text::jsonb, 'triggered', (SELECT user_id FROM day)) RETURNING id
+		), e AS (
+			INSERT INTO incident_events (incident_id, type, user_id, username)
+			SELECT i.id, x.type, x.user_id, x.username FROM i, (SELECT 1, 'triggered', NULL::bigint, ''
+				UNION ALL SELECT 2, 'assigned', day.user_id, coalesce(u.username, '') FROM day LEFT JOIN users u ON u.id = day.user_id)
+				AS x(n, type, user_id, username)
+			ORDER BY x.n
+		)
+		SELECT id FROM i`,
+		integrationID, n.GroupKey, IncidentTitle(n, first), string(labels), onCall).Scan(&o.id)
+	return o, wrap(err, "open incident")
 }
 
 // IncidentTitle is an incident's title, fixed when it opens: the alert name (of the group's
