@@ -37,12 +37,15 @@ type DatesHeldError struct {
 	Held []ScheduleEntry // in order of date
 }
 
-func (e *DatesHeldError) Error() string {
+func (e *DatesHeldError) Error() string { return "already on call: " + e.Days() }
+
+// Days names the days held and their holders: "2030-01-07 (alice), 2030-01-08 (bob)".
+func (e *DatesHeldError) Days() string {
 	held := make([]string, len(e.Held))
 	for i, h := range e.Held {
 		held[i] = h.Date.Format(DateLayout) + " (" + h.Username + ")"
 	}
-	return "already on call: " + strings.Join(held, ", ")
+	return strings.Join(held, ", ")
 }
 
 const scheduleColumns = `s.id, s.user_id, u.username, s.date, s.created_at`
