@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/terdut-server/terdut-server/internal/store"
+	"github.com/terdut-server/terdut-server/test/harness/apitest"
+	"github.com/terdut-server/terdut-server/test/harness/pgtest"
 )
 
 // TestIngest_AssignsOnCall: a new incident goes to today's person, with an "assigned" event
@@ -96,5 +98,33 @@ func TestDeleteUser_Schedule(t *testing.T) {
 	}
 	if fmt.Sprint(names) != "[triggered: assigned:alice alert_added: acknowledged:alice]" {
 		t.Fatalf("timeline: got %v, want the names it showed", names)
+	}
+}
+
+// TestSchedule_PoolerMode: behind a transaction-mode pooler the store sends its statements
+// without preparing them (the simple protocol): the schedule's days and the on-call
+// assignment of a new incident go through as they do prepared.
+func TestSchedule_PoolerMode(t *testing.T) {
+	ctx := context.Background()
+	st := apitest.OpenStore(t, pgtest.MustDatabase(t), store.WithPooler(store.PoolerTransaction))
+	c := mustIntegration(t, st, "prod")
+	alice := mustUser(t, st, "alice", store.RoleMember)
+	today := mustToday(t, st)
+	ch := mustAssign(t, st, store.ScheduleAssignment{UserID: alice.ID, Dates: []time.Time{day(0), today}})
+	if len(ch.Entries) != 2 {
+		t.Fatalf("assign: got %+v", ch.Entries)
+	}
+	if e, err := st.OnCall(ctx); err != nil || e.UserID != alice.ID || !e.Date.Equal(today) {
+		t.Fatalf("on call: got %+v %v", e, err)
+	}
+	if got := holders(t, st, day(0), day(0)); fmt.Sprint(got) != "[2030-01-01=alice]" {
+		t.Fatalf("schedule: got %v", got)
+	}
+	id := mustIngest(t, st, c, group("g", firing("G", "g1", t0))).IncidentID
+	if in := mustIncident(t, st, id); in.AssignedTo != "alice" {
+		t.Fatalf("incident: assigned to %q, want alice", in.AssignedTo)
+	}
+	if _, err := st.DeleteScheduleEntry(ctx, ch.Entries[0].ID, alice.ID); err != nil {
+		t.Fatal(err)
 	}
 }
