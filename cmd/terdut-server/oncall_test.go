@@ -48,10 +48,7 @@ func TestServe_AssignOnCall(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			body, _ := json.Marshal(map[string]any{"version": "4", "groupKey": "{}:{alertname=\"X\"}", "status": "firing",
-				"groupLabels": map[string]string{"alertname": "X"}, "alerts": []map[string]any{{"status": "firing",
-					"labels": map[string]string{"alertname": "X"}, "startsAt": time.Now().UTC().Format(time.RFC3339), "fingerprint": "f1"}}})
-			req, err := http.NewRequest(http.MethodPost, srv.URL+"/api/webhooks/alertmanager", bytes.NewReader(body))
+			req, err := http.NewRequest(http.MethodPost, srv.URL+"/api/webhooks/alertmanager", bytes.NewReader(firingNotification()))
 			if err != nil {
 				t.Fatal(err)
 			}
