@@ -98,7 +98,7 @@ func (s *Store) OnCall(ctx context.Context) (ScheduleEntry, error) {
 // ScheduleAssignment gives one person days of the schedule.
 type ScheduleAssignment struct {
 	UserID int64
-	Dates  []time.Time // distinct days, at midnight UTC
+	Dates  []time.Time // days at midnight UTC; one given twice counts once
 	// Replace takes over the days other people hold; without it, any such day refuses the
 	// whole assignment (*DatesHeldError).
 	Replace bool
@@ -127,8 +127,7 @@ func lockSchedule(ctx context.Context, tx pgx.Tx) error {
 // ScheduleAssignment says.
 func (s *Store) AssignSchedule(ctx context.Context, a ScheduleAssignment) (ScheduleChange, error) {
 	var c ScheduleChange
-	dates := days(a.Dates)
-	slices.Sort(dates)
+	dates := slices.Compact(slices.Sorted(slices.Values(days(a.Dates))))
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		c = ScheduleChange{}
 		if err := lockSchedule(ctx, tx); err != nil {
