@@ -61,9 +61,11 @@ type Config struct {
 	SSOKeySignIn      time.Duration
 	SweepInterval     time.Duration
 	// ExpiryInterval is how often firing alerts their integration stopped reporting are
-	// resolved (store.ExpireAlerts); WebhookMaxBytes bounds a notification's body.
+	// resolved (store.ExpireAlerts); WebhookMaxBytes bounds a notification's body;
+	// AssignOnCall gives each new incident to the day's on-call person (store.SetAssignOnCall).
 	ExpiryInterval    time.Duration
 	WebhookMaxBytes   int64
+	AssignOnCall      bool
 	AuditRetention    time.Duration
 	AccessLog         bool
 	AccessLogInterval time.Duration
@@ -114,6 +116,7 @@ func parseConfig(name string, args []string, getenv func(string) string, stdout 
 	fs.DurationVar(&c.SSOKeySignIn, "sso-key-sign-in-window", 15*time.Minute, "how recent the authentication at the single sign-on provider (its auth_time) must be for a session to create an API key")
 	fs.DurationVar(&c.ExpiryInterval, "alert-expiry-interval", time.Minute, "how often to resolve firing alerts their integration stopped reporting for its expire_after")
 	fs.Int64Var(&c.WebhookMaxBytes, "webhook-max-bytes", 32<<20, "largest body of an Alertmanager notification (POST /api/webhooks/alertmanager)")
+	fs.BoolVar(&c.AssignOnCall, "assign-on-call", true, "give each new incident to the person on call today (UTC) in the schedule (GET /api/schedule/current); false: new incidents open unassigned")
 	fs.DurationVar(&c.SweepInterval, "sweep-interval", 15*time.Minute, "how often to delete dead sessions, keys and sign-ins, and audit events past --audit-retention")
 	fs.DurationVar(&c.AuditRetention, "audit-retention", 8760*time.Hour, "how long the audit of administrative actions keeps a row (at least 24h); 0: for ever")
 	fs.BoolVar(&c.AccessLog, "access-log", true, "log a line for every request")

@@ -30,7 +30,7 @@ func defaultConfig() (Config, string) {
 		OperatorOIDC: OperatorOIDCConfig{Audience: "terdut-server", TokenFile: defaultServiceAccountTokenFile,
 			ReviewCAFile: defaultServiceAccountCAFile},
 		OIDCPendingLimit: 10000, APIKeysPerUser: 100, SSOAPIKeyMaxTTL: 2160 * time.Hour, SweepInterval: 15 * time.Minute,
-		ExpiryInterval: time.Minute, WebhookMaxBytes: 32 << 20,
+		ExpiryInterval: time.Minute, WebhookMaxBytes: 32 << 20, AssignOnCall: true,
 		LoginRatePerIP: 20, ForwardedHeader: "X-Forwarded-For", SSOKeySignIn: 15 * time.Minute, AuditRetention: 8760 * time.Hour, AccessLog: true,
 		AccessLogInterval: 100 * time.Millisecond}, "http://localhost:8080"
 }
@@ -52,6 +52,8 @@ func TestParseConfig(t *testing.T) {
 		{name: "AuditSettings", args: []string{"--audit-retention", "0"},
 			env:  env{"TERDUT_DATABASE_URL": testDB, "TERDUT_ACCESS_LOG": "false", "TERDUT_AUDIT_RETENTION": "48h"},
 			want: func(c *Config, _ *string) { c.AccessLog, c.AuditRetention = false, 0 }},
+		{name: "AssignOnCallOff", env: env{"TERDUT_DATABASE_URL": testDB, "TERDUT_ASSIGN_ON_CALL": "false"},
+			want: func(c *Config, _ *string) { c.AssignOnCall = false }},
 		{name: "AccessLogInterval", env: env{"TERDUT_DATABASE_URL": testDB, "TERDUT_ACCESS_LOG_INTERVAL": "0s"},
 			want: func(c *Config, _ *string) { c.AccessLogInterval = 0 }},
 		{name: "AuditSettingsEnv", env: env{"TERDUT_DATABASE_URL": testDB, "TERDUT_AUDIT_RETENTION": "48h"},

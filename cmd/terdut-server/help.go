@@ -48,7 +48,7 @@ var serveGroups = []flagGroup{
 		"oidc-scopes", "oidc-username-claim", "oidc-groups-claim", "oidc-allowed-groups", "oidc-admin-groups",
 		"oidc-endpoint-origins", "oidc-pending-limit", "sso-key-sign-in-window"}},
 	{"Limits", []string{"api-keys-per-user", "sso-api-key-max-ttl"}},
-	{"Alertmanager", []string{"webhook-max-bytes", "alert-expiry-interval"}},
+	{"Alertmanager", []string{"webhook-max-bytes", "alert-expiry-interval", "assign-on-call"}},
 	{"Housekeeping", []string{"sweep-interval", "audit-retention"}},
 	{"Logging", []string{"log-level", "access-log", "access-log-interval"}},
 }

@@ -71,6 +71,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		return err
 	}
 	defer st.Close()
+	st.SetAssignOnCall(cfg.AssignOnCall)
 	passwords, err := api.NewPasswords(cfg.PasswordCost)
 	if err != nil {
 		return err

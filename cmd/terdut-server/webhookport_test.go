@@ -35,9 +35,7 @@ func TestServe_WebhookListen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	body, _ := json.Marshal(map[string]any{"version": "4", "groupKey": "{}:{alertname=\"X\"}", "status": "firing",
-		"groupLabels": map[string]string{"alertname": "X"}, "alerts": []map[string]any{{"status": "firing",
-			"labels": map[string]string{"alertname": "X"}, "startsAt": time.Now().UTC().Format(time.RFC3339), "fingerprint": "f1"}}})
+	body := firingNotification()
 	post := func(base, key, forwardedFor string) (int, string) {
 		req, err := http.NewRequest(http.MethodPost, base+"/api/webhooks/alertmanager", bytes.NewReader(body))
 		if err != nil {
@@ -100,4 +98,12 @@ func TestServe_WebhookListen(t *testing.T) {
 	if u := listenURL(plain.Stderr.String(), "terdut-server listening for Alertmanager"); u != "" {
 		t.Errorf("got a webhook port %s without --webhook-listen, want none", u)
 	}
+}
+
+// firingNotification is Alertmanager's notification of one alert, X, firing since now.
+func firingNotification() []byte {
+	body, _ := json.Marshal(map[string]any{"version": "4", "groupKey": "{}:{alertname=\"X\"}", "status": "firing",
+		"groupLabels": map[string]string{"alertname": "X"}, "alerts": []map[string]any{{"status": "firing",
+			"labels": map[string]string{"alertname": "X"}, "startsAt": time.Now().UTC().Format(time.RFC3339), "fingerprint": "f1"}}})
+	return body
 }

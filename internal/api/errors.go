@@ -140,6 +140,7 @@ func (s *server) classify(err error) *apiError {
 	var ae *apiError
 	var se *sso.Error
 	var rl *store.RateLimitedError
+	var held *store.DatesHeldError
 	switch {
 	case errors.Is(err, context.Canceled):
 		return errCanceled
@@ -183,6 +184,12 @@ func (s *server) classify(err error) *apiError {
 		return &apiError{Status: http.StatusConflict, Code: "not_a_note", Message: "Only notes can be deleted: the rest of the timeline is a record of what happened."}
 	case errors.Is(err, store.ErrNotAuthor):
 		return &apiError{Status: http.StatusForbidden, Code: "not_author", Message: "Only its author can delete a note."}
+	case errors.As(err, &held):
+		return &apiError{Status: http.StatusConflict, Code: "dates_held",
+			Message: "Already on call: " + held.Days() + `. Nothing was assigned; an admin may take these days over with "replace": true.`}
+	case errors.Is(err, store.ErrNotYourDay):
+		return &apiError{Status: http.StatusForbidden, Code: "not_your_day",
+			Message: "That day is another person's: a member adds and removes only their own days, and only an admin takes over another person's."}
 	case errors.Is(err, store.ErrTooManyIntegrationKeys):
 		return &apiError{Status: http.StatusConflict, Code: "too_many_keys",
 			Message: "An integration holds two live keys at most: revoke the old one first."}

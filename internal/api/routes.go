@@ -81,6 +81,11 @@ func (s *server) routes(split bool) (people, operator http.Handler) {
 			r.Method(http.MethodPost, "/notes", s.handleNoteAdd())
 			r.Method(http.MethodDelete, "/notes/{eventID}", s.handleNoteDelete())
 		})
+		// The on-call schedule: anyone reads it; a member changes only their own days.
+		r.Method(http.MethodGet, "/api/schedule", s.handleScheduleList())
+		r.Method(http.MethodGet, "/api/schedule/current", s.handleScheduleCurrent())
+		r.Method(http.MethodPost, "/api/schedule", s.handleScheduleAssign())
+		r.Method(http.MethodDelete, "/api/schedule/{id}", s.handleScheduleDelete())
 		// The roster for members (whom to assign), the full list for admins.
 		r.Method(http.MethodGet, "/api/users", s.handleUserList())
 

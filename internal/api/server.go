@@ -89,6 +89,11 @@ type Store interface {
 	DeleteNote(ctx context.Context, id, eventID int64, by store.Worker) error
 	Alerts(ctx context.Context, q store.AlertQuery) ([]store.Alert, error)
 	AlertByID(ctx context.Context, id int64) (store.Alert, error)
+
+	Schedule(ctx context.Context, from, to time.Time) ([]store.ScheduleEntry, error)
+	OnCall(ctx context.Context) (store.ScheduleEntry, error)
+	AssignSchedule(ctx context.Context, a store.ScheduleAssignment) (store.ScheduleChange, error)
+	DeleteScheduleEntry(ctx context.Context, id, onlyOf int64) (store.ScheduleEntry, error)
 }
 
 // Options configures the API.

@@ -76,7 +76,7 @@ func (s *Store) Ingest(ctx context.Context, caller IntegrationCaller, n Notifica
 	var res IngestResult
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
 		res = IngestResult{}
-		return ingest(ctx, tx, caller, n, alerts, digest, &res)
+		return ingest(ctx, tx, caller, n, alerts, digest, !s.onCallOff.Load(), &res)
 	})
 	return res, err
 }
@@ -102,7 +102,7 @@ const refreshAfter = "15 seconds"
 // under its lock; what each copy does is decided here; then every write goes in one batch
 // (ingestWrites).
 func ingest(ctx context.Context, tx pgx.Tx, caller IntegrationCaller, n Notification, alerts []NotifiedAlert,
-	digest []byte, res *IngestResult) error {
+	digest []byte, onCall bool, res *IngestResult) error {
 	found, open, err := readGroup(ctx, tx, caller.IntegrationID, n.GroupKey, alerts)
 	if err != nil {
 		return err
@@ -138,7 +138,7 @@ func ingest(ctx context.Context, tx pgx.Tx, caller IntegrationCaller, n Notifica
 	res.New = len(w.joins) + len(w.reopen)
 	b := &pgx.Batch{}
 	if len(w.joins) > 0 && open == nil {
-		if err := queueCreateIncident(b, caller.IntegrationID, n, alerts[w.joins[0]], &res.IncidentID); err != nil {
+		if err := queueCreateIncident(b, caller.IntegrationID, n, alerts[w.joins[0]], onCall, &res.IncidentID); err != nil {
 			return err
 		}
 		res.Opened = true
@@ -308,20 +308,30 @@ func nonNil(m map[string]string) map[string]string {
 	return m
 }
 
-// queueCreateIncident opens the group's incident, with its "triggered" event, and sets *id to
-// it when the batch runs.
-func queueCreateIncident(b *pgx.Batch, integrationID int64, n Notification, first NotifiedAlert, id *int64) error {
+// queueCreateIncident opens the group's incident, with its "triggered" event, and with onCall
+// gives it to today's on-call person, with an "assigned" event that names them: one statement,
+// which sets *id when the batch runs. The day's entry is read FOR SHARE, so a change of it
+// (AssignSchedule, DeleteScheduleEntry, DeleteUser) waits for this transaction, or comes first
+// and is read as it left the day: the incident goes to the day's holder before or after a
+// replacement, never to a deleted person.
+func queueCreateIncident(b *pgx.Batch, integrationID int64, n Notification, first NotifiedAlert, onCall bool, id *int64) error {
 	labels, err := json.Marshal(nonNil(n.GroupLabels))
 	if err != nil {
 		return fmt.Errorf("encode group labels: %w", err)
 	}
-	b.Queue(`WITH i AS (
-			INSERT INTO incidents (integration_id, group_key, title, group_labels, status)
-			VALUES ($1, $2, $3, $4::text::jsonb, 'triggered') RETURNING id
+	b.Queue(`WITH day AS (
+			SELECT user_id FROM schedule WHERE $5 AND date = `+todayUTC+` FOR SHARE
+		), i AS (
+			INSERT INTO incidents (integration_id, group_key, title, group_labels, status, assigned_to_id)
+			VALUES ($1, $2, $3, $4::text::jsonb, 'triggered', (SELECT user_id FROM day)) RETURNING id
 		), e AS (
-			INSERT INTO incident_events (incident_id, type) SELECT id, '`+EventTriggered+`' FROM i
+			INSERT INTO incident_events (incident_id, type, user_id, username)
+			SELECT i.id, x.type, x.user_id, x.username FROM i, (SELECT 1, '`+EventTriggered+`', NULL::bigint, ''
+				UNION ALL SELECT 2, '`+EventAssigned+`', day.user_id, coalesce(u.username, '') FROM day LEFT JOIN users u ON u.id = day.user_id)
+				AS x(n, type, user_id, username)
+			ORDER BY x.n
 		)
-		SELECT id FROM i`, integrationID, n.GroupKey, IncidentTitle(n, first), string(labels)).QueryRow(func(row pgx.Row) error {
+		SELECT id FROM i`, integrationID, n.GroupKey, IncidentTitle(n, first), string(labels), onCall).QueryRow(func(row pgx.Row) error {
 		return row.Scan(id)
 	})
 	return nil

@@ -41,7 +41,13 @@ type Store struct {
 	// statement apiKeyCall once apiKeyLookup has made it.
 	apiKeyCalls bool
 	apiKeyCall  atomic.Pointer[string]
+	// onCallOff says Ingest leaves a new incident unassigned (SetAssignOnCall).
+	onCallOff atomic.Bool
 }
+
+// SetAssignOnCall says whether Ingest gives a new incident to today's on-call person (the
+// default) or leaves it unassigned.
+func (s *Store) SetAssignOnCall(on bool) { s.onCallOff.Store(!on) }
 
 // Open connects to the database at url. It does not migrate; see Migrate and CheckSchema.
 // WithPooler says what stands between it and Postgres.

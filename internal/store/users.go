@@ -127,8 +127,10 @@ func (s *Store) UsersAfter(ctx context.Context, after int64, limit int) ([]User,
 	return users, wrap(err, "list users")
 }
 
-// DeleteUser removes a user with its keys and sessions. It returns ErrNotFound for an unknown
-// id and ErrProtectedUser for the bootstrap principal, which only a reset may disarm.
+// DeleteUser removes a user with its keys, sessions and days of the on-call schedule, and
+// unassigns the incidents given to them (their timelines keep the names they showed). It
+// returns ErrNotFound for an unknown id and ErrProtectedUser for the bootstrap principal,
+// which only a reset may disarm.
 func (s *Store) DeleteUser(ctx context.Context, id int64) error {
 	return s.inTx(ctx, func(tx pgx.Tx) error {
 		var protected bool
@@ -139,6 +141,13 @@ func (s *Store) DeleteUser(ctx context.Context, id int64) error {
 		}
 		if protected {
 			return ErrProtectedUser
+		}
+		// Their days first, then the person (the foreign keys' cascade would take the other
+		// order): in the order a new incident locks them (createIncident), so that an
+		// incident being given to them today either comes first, and the deletion then
+		// unassigns it, or finds nobody on call, never a deadlock.
+		if _, err := tx.Exec(ctx, `DELETE FROM schedule WHERE user_id = $1`, id); err != nil {
+			return wrap(err, "delete user's schedule")
 		}
 		tag, err := tx.Exec(ctx, `DELETE FROM users WHERE id = $1`, id)
 		if err != nil {
