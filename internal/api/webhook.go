@@ -180,7 +180,7 @@ func (s *server) readNotification(w http.ResponseWriter, r *http.Request) (store
 		return store.Notification{}, errBadRequest("invalid_notification",
 			"The notification lacks groupKey or alerts, as Alertmanager's version 4 webhook always has them.")
 	}
-	n := store.Notification{GroupKey: am.GroupKey, TruncatedAlerts: am.TruncatedAlerts,
+	n := store.Notification{GroupKey: am.GroupKey, Status: am.Status, TruncatedAlerts: am.TruncatedAlerts,
 		GroupLabels: cutPairs(am.GroupLabels, maxLabelValueBytes), CommonLabels: cutPairs(am.CommonLabels, maxLabelValueBytes),
 		Alerts: make([]store.NotifiedAlert, 0, len(am.Alerts))}
 	for i, a := range am.Alerts {

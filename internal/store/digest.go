@@ -24,11 +24,12 @@ const replayWindow = "15 seconds"
 func digestOf(n Notification, alerts []NotifiedAlert) ([]byte, error) {
 	b, err := json.Marshal(struct {
 		GroupKey        string
+		Status          string
 		TruncatedAlerts int
 		GroupLabels     map[string]string
 		CommonLabels    map[string]string
 		Alerts          []NotifiedAlert
-	}{n.GroupKey, n.TruncatedAlerts, n.GroupLabels, n.CommonLabels, alerts})
+	}{n.GroupKey, n.Status, n.TruncatedAlerts, n.GroupLabels, n.CommonLabels, alerts})
 	if err != nil {
 		return nil, err
 	}

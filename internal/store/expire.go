@@ -19,8 +19,10 @@ type ExpiryResult struct {
 // a silenced alert. Each group is handled under the lock its notifications take, its candidates
 // checked again under it, so a notification that arrives meanwhile keeps its alerts alive; a
 // round is safe on any number of replicas at once and after a failed one. An incident whose last
-// firing alert expired is resolved ("alerts"). A real resolution arriving later corrects an
-// expired occurrence (Ingest).
+// firing alert expired is resolved ("alerts"), and so is an incident held open with nothing
+// firing (its group's notifications left alerts out) whose group was not sent for its
+// integration's expire_after. A real resolution arriving later corrects an expired occurrence
+// (Ingest).
 func (s *Store) ExpireAlerts(ctx context.Context, batch int) (ExpiryResult, error) {
 	var res ExpiryResult
 	type group struct {
@@ -41,6 +43,11 @@ func (s *Store) ExpireAlerts(ctx context.Context, batch int) (ExpiryResult, erro
 	})
 	if err != nil {
 		return res, wrap(err, "find expired alerts")
+	}
+	held, err := s.expireHeldIncidents(ctx, batch)
+	res.Resolved += held
+	if err != nil {
+		return res, err
 	}
 	for _, g := range groups {
 		err := s.inTx(ctx, func(tx pgx.Tx) error {
@@ -126,4 +133,62 @@ func pluralExpired(n int) string {
 		return "1 alert expired"
 	}
 	return strconv.Itoa(n) + " alerts expired"
+}
+
+// expireHeldIncidents resolves ("alerts") at most batch open incidents with nothing firing whose
+// group's last notification was applied longer than their integration's expire_after ago:
+// those a notification that left alerts out (max_alerts) held open, once Alertmanager no longer
+// sends the group. Each is checked again under its group's lock, so a notification that
+// arrives meanwhile keeps it.
+func (s *Store) expireHeldIncidents(ctx context.Context, batch int) (int, error) {
+	rows, err := s.pool.Query(ctx, `SELECT i.id, i.integration_id, i.group_key FROM incidents i
+		JOIN integrations g ON g.id = i.integration_id
+		WHERE i.resolved_at IS NULL
+			AND NOT EXISTS (SELECT 1 FROM incident_alerts o WHERE o.incident_id = i.id AND o.status = 'firing')
+			AND NOT EXISTS (SELECT 1 FROM notification_digests d WHERE d.integration_id = i.integration_id
+				AND d.group_key = i.group_key AND d.applied_at >= now() - g.expire_after)
+		ORDER BY i.triggered_at, i.id LIMIT $1`, batch)
+	if err != nil {
+		return 0, wrap(err, "find incidents held open")
+	}
+	type held struct {
+		id, integrationID int64
+		key               string
+	}
+	incidents, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (held, error) {
+		var h held
+		return h, row.Scan(&h.id, &h.integrationID, &h.key)
+	})
+	if err != nil {
+		return 0, wrap(err, "find incidents held open")
+	}
+	resolved := 0
+	for _, h := range incidents {
+		err := s.inTx(ctx, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(pg_catalog.hashtextextended($1, 0))`,
+				groupLockKey(h.integrationID, h.key)); err != nil {
+				return wrap(err, "lock the group")
+			}
+			tag, err := tx.Exec(ctx, `WITH r AS (
+					UPDATE incidents i SET status = 'resolved', resolved_at = now(), resolution_source = 'alerts'
+					FROM integrations g
+					WHERE i.id = $1 AND g.id = i.integration_id AND i.resolved_at IS NULL
+						AND NOT EXISTS (SELECT 1 FROM incident_alerts o WHERE o.incident_id = i.id AND o.status = 'firing')
+						AND NOT EXISTS (SELECT 1 FROM notification_digests d WHERE d.integration_id = i.integration_id
+							AND d.group_key = i.group_key AND d.applied_at >= now() - g.expire_after)
+					RETURNING i.id
+				)
+				INSERT INTO incident_events (incident_id, type, detail)
+				SELECT id, '`+EventResolved+`', 'its group was not sent for its integration''s expire_after' FROM r`, h.id)
+			if err != nil {
+				return wrap(err, "resolve an incident held open")
+			}
+			resolved += int(tag.RowsAffected())
+			return nil
+		})
+		if err != nil {
+			return resolved, err
+		}
+	}
+	return resolved, nil
 }

@@ -17,7 +17,9 @@ import (
 // Notification is one of Alertmanager's webhook notifications, as the store takes it: a
 // snapshot of one group (less silenced alerts, and TruncatedAlerts that max_alerts left out).
 type Notification struct {
-	GroupKey        string
+	GroupKey string
+	// Status is Alertmanager's for the alerts it sent: firing while any of them fires.
+	Status          string
 	TruncatedAlerts int
 	GroupLabels     map[string]string
 	CommonLabels    map[string]string
@@ -145,7 +147,7 @@ func ingest(ctx context.Context, tx pgx.Tx, caller IntegrationCaller, n Notifica
 	} else if open != nil {
 		res.IncidentID = open.id
 	}
-	if err := w.queue(b, n.TruncatedAlerts > 0, &res.Resolved); err != nil {
+	if err := w.queue(b, n, res.Stale > 0, &res.Resolved); err != nil {
 		return err
 	}
 	queueTouchIntegration(b, caller, n.GroupKey, digest)

@@ -82,8 +82,16 @@ type ingestWrites struct {
 // queue adds the notification's writes to b, in this order: the alerts' rows; the
 // occurrences resolved, refreshed, reopened and added, with the incident's count, severity
 // and events; a truncated group's alerts kept alive; the events of what stopped; and the
-// incident resolved (*resolved set) when nothing of it fires any more.
-func (w *ingestWrites) queue(b *pgx.Batch, truncated bool, resolved *bool) error {
+// incident resolved (*resolved set) when nothing of it fires any more. stale says that some
+// copies changed nothing (resolutions already applied among them).
+//
+// An incident does not resolve on a notification that left alerts out (max_alerts): they may
+// fire, unseen (Alertmanager's status is that of the alerts it sent), and resolving would lose
+// them. A later notification that leaves nothing out resolves it (its alerts, resolved before,
+// are then stale copies), or, once the group is no longer sent, the expiry
+// (ExpireAlerts).
+func (w *ingestWrites) queue(b *pgx.Batch, n Notification, stale bool, resolved *bool) error {
+	truncated := n.TruncatedAlerts > 0
 	var openID *int64
 	if w.open != nil {
 		openID = &w.open.id
@@ -120,8 +128,9 @@ func (w *ingestWrites) queue(b *pgx.Batch, truncated bool, resolved *bool) error
 			WHERE incident_id = `+incidentRef+` AND status = 'firing' AND last_seen_at < now() - interval '`+refreshAfter+`'`, ref...)
 	}
 	w.queueStoppedEvents(b)
-	if w.open != nil && len(w.stopIDs) > 0 {
-		// Only a resolution can leave the incident with nothing firing.
+	if w.open != nil && !truncated && (len(w.stopIDs) > 0 || stale) {
+		// Only a resolution, or the complete notification of a group that left alerts out
+		// before, can leave it with nothing firing.
 		b.Queue(resolveIfQuietSQL, w.open.id).QueryRow(func(row pgx.Row) error {
 			return scanResolved(row, resolved)
 		})

@@ -378,3 +378,51 @@ func TestIngest_StatementModes(t *testing.T) {
 		}
 	})
 }
+
+// TestIngest_TruncatedGroupHeldOpen: with max_alerts, Alertmanager leaves alerts out of a
+// group's notifications, and its status is that of the alerts it sent. Every alert the server
+// saw resolving does not resolve the incident while alerts are left out; a notification that
+// leaves none out does, and so does the expiry once the group is no longer sent.
+func TestIngest_TruncatedGroupHeldOpen(t *testing.T) {
+	ctx := context.Background()
+	st := mustStore(t)
+	c := mustIntegration(t, st, "prod")
+	for _, end := range []string{"complete notification", "expiry"} {
+		t.Run(end, func(t *testing.T) {
+			key := "g-" + end
+			seen := firing("Truncated", "t-"+end, t0)
+			n := group(key, seen)
+			n.Status, n.TruncatedAlerts = store.AlertFiring, 2
+			res := mustIngest(t, st, c, n)
+			n = group(key, resolved(seen, t0.Add(time.Minute)))
+			n.Status, n.TruncatedAlerts = store.AlertResolved, 2
+			if got := mustIngest(t, st, c, n); got.Resolved || got.Stopped != 1 {
+				t.Fatalf("the seen alert resolved, two left out: got %+v, want the incident kept open", got)
+			}
+			if in := mustIncident(t, st, res.IncidentID); in.Status != store.IncidentTriggered {
+				t.Fatalf("incident: got %s, want triggered while alerts the server never saw may fire", in.Status)
+			}
+			// Sent within the integration's expire_after: the expiry leaves it.
+			if r, err := st.ExpireAlerts(ctx, 100); err != nil || r.Resolved != 0 {
+				t.Fatalf("expiry while the group is sent: got %+v, %v, want nothing resolved", r, err)
+			}
+			switch end {
+			case "complete notification":
+				n.TruncatedAlerts = 0
+				if got := mustIngest(t, st, c, n); !got.Resolved || got.IncidentID != res.IncidentID {
+					t.Fatalf("the group's complete notification: got %+v, want incident %d resolved", got, res.IncidentID)
+				}
+			case "expiry":
+				mustExec(t, st, `UPDATE notification_digests SET applied_at = now() - interval '5 hours' WHERE group_key = $1`, key)
+				if r, err := st.ExpireAlerts(ctx, 100); err != nil || r.Resolved != 1 {
+					t.Fatalf("expiry of a group no longer sent: got %+v, %v, want its incident resolved", r, err)
+				}
+			}
+			in := mustIncident(t, st, res.IncidentID)
+			types := eventTypes(t, st, res.IncidentID)
+			if in.Status != store.IncidentResolved || in.ResolutionSource != store.IncidentResolvedByAlerts || types[len(types)-1] != store.EventResolved {
+				t.Fatalf("incident: got %s by %s, timeline %v, want resolved by its alerts", in.Status, in.ResolutionSource, types)
+			}
+		})
+	}
+}
