@@ -1,10 +1,13 @@
 package main
 
 import (
+	"context"
 	"net"
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/terdut-server/terdut-server/test/harness/pgtest"
 )
@@ -65,28 +68,36 @@ func TestDatabaseURLSecretsNeverPrinted(t *testing.T) {
 	}
 	host, port, _ := net.SplitHostPort(base.Host)
 	dbname := strings.TrimPrefix(base.Path, "/")
+	// A role whose password is the secret, owning the database: the forms then reach it whether
+	// the tests' Postgres trusts loopback or checks passwords (a container's).
+	role := secretRole(t, base.String(), dbname)
 	withQuery := func(extra string) string {
 		u := *base
+		u.User = url.User(role.name)
 		u.RawQuery += "&" + extra
 		return u.String()
 	}
 	userInfo := *base
-	userInfo.User = url.UserPassword(base.User.Username(), s)
+	userInfo.User = url.UserPassword(role.name, s)
+	sslPassword := userInfo
+	sslPassword.RawQuery += "&sslpassword=" + s
 	forms := []struct {
 		name, url string
-		serves    bool // the database takes it (the tests' Postgres trusts loopback, so any password)
+		password  string // the role's, for this form
+		serves    bool   // the database takes it
 	}{
-		{"UserInfo", userInfo.String(), true},
-		{"QueryPassword", withQuery("password=" + s), true},
-		{"QueryPasswordEncodedKey", withQuery("pass%77ord=" + s), true},
-		{"QuerySSLPassword", withQuery("sslpassword=" + s), true},
-		{"QueryUnknownSecret", withQuery("oauth_client_secret=" + s), false},
-		{"KeywordValue", "host=" + host + " port=" + port + " dbname=" + dbname + " user=" + base.User.Username() +
-			" sslmode=disable password='" + s + " x'", true},
+		{"UserInfo", userInfo.String(), s, true},
+		{"QueryPassword", withQuery("password=" + s), s, true},
+		{"QueryPasswordEncodedKey", withQuery("pass%77ord=" + s), s, true},
+		{"QuerySSLPassword", sslPassword.String(), s, true},
+		{"QueryUnknownSecret", withQuery("oauth_client_secret=" + s), s, false},
+		{"KeywordValue", "host=" + host + " port=" + port + " dbname=" + dbname + " user=" + role.name +
+			" sslmode=disable password='" + s + " x'", s + " x", true},
 	}
 	closed := mustClosedPort(t)
 	for _, f := range forms {
 		t.Run(f.name, func(t *testing.T) {
+			role.setPassword(t, f.password)
 			if got := redactDatabaseURL(f.url); strings.Contains(got, s) || got == f.url {
 				t.Fatalf("redactDatabaseURL(%q) = %q, want the secret masked", f.url, got)
 			}
@@ -142,4 +153,45 @@ func mustClosedPort(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return port
+}
+
+// loginRole is a role made for one test.
+type loginRole struct {
+	name, adminURL string
+}
+
+// secretRole makes a login role that owns the database dbname, through the superuser's URL
+// adminURL; the test's end reassigns what it made and drops it.
+func secretRole(t *testing.T, adminURL, dbname string) loginRole {
+	t.Helper()
+	r := loginRole{name: "terdut_secret_" + strings.TrimPrefix(dbname, "pgtest_"), adminURL: adminURL}
+	r.exec(t, `CREATE ROLE `+pgx.Identifier{r.name}.Sanitize()+` LOGIN`,
+		`ALTER DATABASE `+pgx.Identifier{dbname}.Sanitize()+` OWNER TO `+pgx.Identifier{r.name}.Sanitize())
+	t.Cleanup(func() {
+		r.exec(t, `ALTER DATABASE `+pgx.Identifier{dbname}.Sanitize()+` OWNER TO CURRENT_USER`,
+			`REASSIGN OWNED BY `+pgx.Identifier{r.name}.Sanitize()+` TO CURRENT_USER`,
+			`DROP OWNED BY `+pgx.Identifier{r.name}.Sanitize(),
+			`DROP ROLE `+pgx.Identifier{r.name}.Sanitize())
+	})
+	return r
+}
+
+func (r loginRole) setPassword(t *testing.T, password string) {
+	t.Helper()
+	r.exec(t, `ALTER ROLE `+pgx.Identifier{r.name}.Sanitize()+` PASSWORD '`+strings.ReplaceAll(password, "'", "''")+`'`)
+}
+
+func (r loginRole) exec(t *testing.T, statements ...string) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, r.adminURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx) //nolint:errcheck // closing a test connection
+	for _, sql := range statements {
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", strings.SplitN(sql, " PASSWORD", 2)[0], err)
+		}
+	}
 }
