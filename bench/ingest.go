@@ -220,7 +220,7 @@ func (in *ingestRun) alternate(ctx context.Context, do func(p *process) func(con
 	server, floor = &side{}, &side{}
 	run := func(p *process, into *side) func() error {
 		return func() error {
-			r, err := in.round(ctx, p, do(p))
+			r, err := in.e.groupRound(ctx, p, len(in.groups), do(p))
 			if into != nil {
 				into.add(r)
 			}
@@ -234,10 +234,11 @@ func (in *ingestRun) alternate(ctx context.Context, do func(p *process) func(con
 	return server, floor, err
 }
 
-// round runs ingestClients clients against p with driveGroups for Config.Round, or until the
-// round has sent ingestMaxNotifications. It returns alerts/s and the CPU time of p and Postgres.
-func (in *ingestRun) round(ctx context.Context, p *process, do func(context.Context, int) (int, error)) (result, error) {
-	before, err := in.e.cpu.read()
+// groupRound runs ingestClients clients against p's groups with driveGroups for Config.Round,
+// or until the round has sent ingestMaxNotifications. It returns what do counted a second (the
+// ingest side's alerts) and the CPU time of p and Postgres.
+func (e *env) groupRound(ctx context.Context, p *process, groups int, do func(context.Context, int) (int, error)) (result, error) {
+	before, err := e.cpu.read()
 	if err != nil {
 		return result{}, err
 	}
@@ -245,7 +246,7 @@ func (in *ingestRun) round(ctx context.Context, p *process, do func(context.Cont
 	if err != nil {
 		return result{}, err
 	}
-	n, elapsed, err := driveGroups(ctx, ingestClients, len(in.groups), in.e.cfg.Round, ingestMaxNotifications, do)
+	n, elapsed, err := driveGroups(ctx, ingestClients, groups, e.cfg.Round, ingestMaxNotifications, do)
 	if err != nil {
 		return result{}, err
 	}
@@ -253,7 +254,7 @@ func (in *ingestRun) round(ctx context.Context, p *process, do func(context.Cont
 	if err != nil {
 		return result{}, err
 	}
-	after, err := in.e.cpu.read()
+	after, err := e.cpu.read()
 	if err != nil {
 		return result{}, err
 	}

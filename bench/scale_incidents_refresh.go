@@ -20,7 +20,7 @@ import (
 // occurrences not reported for 15 s. Both sides hold the same loadOpen open incidents, of the
 // same sizes, each sent by one of refreshClients clients in turn.
 
-// refreshClients is how many notifications are in flight at once (as the ingest side's).
+// refreshClients is how many notifications are in flight at once: the ingest side's (groupRound).
 const refreshClients = ingestClients
 
 // refreshGroup is one open incident's group and its next notification.
@@ -102,17 +102,16 @@ func (e *env) scaleRefresh(ctx context.Context, sides [2]*incidentSide, sizes st
 	run := func(i int, into *side) func() error {
 		s := sides[i]
 		return func() error {
-			n, elapsed, err := driveGroups(ctx, refreshClients, len(s.groups), e.cfg.Round, ingestMaxNotifications,
-				func(ctx context.Context, g int) (int, error) {
-					body, err := s.groups[g].next()
-					if err != nil {
-						return 0, err
-					}
-					_, err = send(ctx, hc, s.proc, s.key, body, len(s.groups[g].body.Alerts))
-					return 1, err
-				})
+			r, err := e.groupRound(ctx, s.proc, len(s.groups), func(ctx context.Context, g int) (int, error) {
+				body, err := s.groups[g].next()
+				if err != nil {
+					return 0, err
+				}
+				_, err = send(ctx, hc, s.proc, s.key, body, len(s.groups[g].body.Alerts))
+				return 1, err
+			})
 			if err == nil && into != nil {
-				into.add(result{rate: float64(n) / elapsed.Seconds(), ops: n})
+				into.add(r)
 			}
 			return err
 		}
@@ -135,9 +134,14 @@ func (e *env) scaleRefresh(ctx context.Context, sides [2]*incidentSide, sizes st
 				s.name, occurrences, open, events, digests, s.occurrences, loadOpen, before[i], len(s.groups))
 		}
 	}
-	return newFigure("scale_webhook_refresh", "POST /api/webhooks/alertmanager, an open incident's group again, one annotation changed/s, "+sizes, "/s",
+	f := newFigure("scale_webhook_refresh", "POST /api/webhooks/alertmanager, an open incident's group again, one annotation changed/s, "+sizes, "/s",
 		median(rates[1].rates), median(rates[0].rates), scaleRateGoal,
 		details(map[string]any{"rounds_small": rates[0].rates, "rounds_large": rates[1].rates, "clients": refreshClients,
 			"round": e.cfg.Round.String(), "groups": loadOpen,
-			"load": "a Go loop in the bench's process, client c sending groups c, c+4, ... in turn, keep-alive connections to 127.0.0.1"})), nil
+			"cpu_us_per_notification_rounds_small": rates[0].cpuPerOps, "cpu_us_per_notification_rounds_large": rates[1].cpuPerOps,
+			"process_cpu_us_per_notification_small": rates[0].selfCPUPerOp(), "process_cpu_us_per_notification_large": rates[1].selfCPUPerOp(),
+			"postgres_cpu_us_per_notification_small": rates[0].serverCPUPerOp(), "postgres_cpu_us_per_notification_large": rates[1].serverCPUPerOp(),
+			"load": "a Go loop in the bench's process, client c sending groups c, c+4, ... in turn, keep-alive connections to 127.0.0.1"}))
+	f.CPURatio = mean(rates[0].cpuPerOps) / mean(rates[1].cpuPerOps)
+	return f, nil
 }

@@ -31,6 +31,9 @@ func RunScale(tb testing.TB, cfg Config) Report {
 			tb.Errorf("bench: stop cluster: %v", err)
 		}
 	})
+	if e.cpu, err = newCPUMeter(e.cluster.Dir); err != nil {
+		tb.Fatalf("bench: %v", err)
+	}
 	if e.pgVersion, err = serverVersion(ctx, e.cluster.URL("postgres")); err != nil {
 		tb.Fatalf("bench: %v", err)
 	}
