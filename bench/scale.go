@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"strconv"
@@ -41,17 +42,38 @@ type scaleSide struct {
 
 func (s *scaleSide) server() *process { return s.proc }
 
-// scale measures the scale side's figures (see the comment at the top of this file).
-func (e *env) scale(tb testing.TB, ctx context.Context) ([]Figure, error) {
+// scaleSetup checks that wrk is at hand for a half of the scale side and builds the server; the
+// size of its large side is configured, or a million.
+func (e *env) scaleSetup(tb testing.TB, configured int) (large int, serverBin string, err error) {
 	tb.Helper()
 	if e.wrk == "" {
-		return nil, errors.New("wrk is not installed (scripts/ensure-wrk.sh installs it): the scale figures need a load generator outside this process")
+		return 0, "", errors.New("wrk is not installed (scripts/ensure-wrk.sh installs it): the scale figures need a load generator outside this process")
 	}
-	large := e.cfg.ScalePeople
+	large = configured
 	if large <= 0 {
 		large = 1_000_000
 	}
-	serverBin, _ := buildBinaries(tb)
+	serverBin, _ = buildBinaries(tb)
+	return large, serverBin, nil
+}
+
+// withDetails returns what adds a figure's own details to the details every figure of a side
+// shares.
+func withDetails(shared map[string]any) func(map[string]any) map[string]any {
+	return func(extra map[string]any) map[string]any {
+		m := maps.Clone(shared)
+		maps.Copy(m, extra)
+		return m
+	}
+}
+
+// scale measures the scale side's figures (see the comment at the top of this file).
+func (e *env) scale(tb testing.TB, ctx context.Context) ([]Figure, error) {
+	tb.Helper()
+	large, serverBin, err := e.scaleSetup(tb, e.cfg.ScalePeople)
+	if err != nil {
+		return nil, err
+	}
 	var sides [2]*scaleSide
 	for i, people := range []int{scaleSmall, large} {
 		e.cfg.progressf("scale: loading %d people (each with an API key, a live session and two audit rows)", people)
@@ -69,15 +91,9 @@ func (e *env) scale(tb testing.TB, ctx context.Context) ([]Figure, error) {
 		sides[i] = &scaleSide{scaleDB: db, proc: proc}
 	}
 	small, big := sides[0], sides[1]
-	details := func(extra map[string]any) map[string]any {
-		m := map[string]any{"people_small": small.people, "people_large": big.people,
-			"bulk_load_seconds_small": small.loaded.Seconds(), "bulk_load_seconds_large": big.loaded.Seconds(),
-			"bulk_load_steps_large": big.steps}
-		for k, v := range extra {
-			m[k] = v
-		}
-		return m
-	}
+	details := withDetails(map[string]any{"people_small": small.people, "people_large": big.people,
+		"bulk_load_seconds_small": small.loaded.Seconds(), "bulk_load_seconds_large": big.loaded.Seconds(),
+		"bulk_load_steps_large": big.steps})
 
 	figures, err := scaleRates(e, tb, ctx, scaleEndpoints, [2]*scaleSide{small, big}, sizes(small, big), details)
 	if err != nil {

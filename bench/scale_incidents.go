@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"testing"
@@ -57,14 +56,10 @@ var incidentEndpoints = []scaleEndpoint[*incidentSide]{
 // scaleIncidents measures the incident half's figures (see the comment at the top of this file).
 func (e *env) scaleIncidents(tb testing.TB, ctx context.Context) ([]Figure, error) {
 	tb.Helper()
-	if e.wrk == "" {
-		return nil, errors.New("wrk is not installed (scripts/ensure-wrk.sh installs it): the scale figures need a load generator outside this process")
+	large, serverBin, err := e.scaleSetup(tb, e.cfg.ScaleOccurrences)
+	if err != nil {
+		return nil, err
 	}
-	large := e.cfg.ScaleOccurrences
-	if large <= 0 {
-		large = 1_000_000
-	}
-	serverBin, _ := buildBinaries(tb)
 	var sides [2]*incidentSide
 	for i, n := range []int{scaleSmallOccurrences, large} {
 		e.cfg.progressf("scale: loading %d alert occurrences in %d incidents, their alerts and timelines", n, n/10)
@@ -97,16 +92,10 @@ func (e *env) scaleIncidents(tb testing.TB, ctx context.Context) ([]Figure, erro
 		return nil, err
 	}
 	sizes := fmt.Sprintf("%s / %s occurrences", count(big.occurrences), count(small.occurrences))
-	details := func(extra map[string]any) map[string]any {
-		m := map[string]any{"occurrences_small": small.occurrences, "occurrences_large": big.occurrences,
-			"incidents_small": small.occurrences / 10, "incidents_large": big.occurrences / 10, "open_incidents": loadOpen,
-			"timeline_events": typical, "bulk_load_seconds_small": small.loaded.Seconds(), "bulk_load_seconds_large": big.loaded.Seconds(),
-			"bulk_load_steps_large": big.steps, "invariants_checked_seconds_large": big.checked.Seconds()}
-		for k, v := range extra {
-			m[k] = v
-		}
-		return m
-	}
+	details := withDetails(map[string]any{"occurrences_small": small.occurrences, "occurrences_large": big.occurrences,
+		"incidents_small": small.occurrences / 10, "incidents_large": big.occurrences / 10, "open_incidents": loadOpen,
+		"timeline_events": typical, "bulk_load_seconds_small": small.loaded.Seconds(), "bulk_load_seconds_large": big.loaded.Seconds(),
+		"bulk_load_steps_large": big.steps, "invariants_checked_seconds_large": big.checked.Seconds()})
 
 	// The memory figure is the peak over everything the half sends.
 	for _, s := range sides {
