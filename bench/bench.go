@@ -12,7 +12,9 @@
 //   - p99 latency of real password sign-ins on the terdut-server process while wrk floods it
 //     with sign-ins for random usernames, over p99 without the flood;
 //   - the scale side (scale.go): each endpoint's rate over a million bulk-loaded people, over
-//     the same over a thousand, and the server's peak memory over the whole user list;
+//     the same over a thousand, and the server's peak memory over the whole user list; and its
+//     incident half (scale_incidents.go): the queue, the alert feed, a timeline and the
+//     webhook's refresh of a group over a million alert occurrences, over a thousand;
 //   - the ingest side (ingest.go): Alertmanager's notifications stored per second by the
 //     terdut-server process, over the same by the floor, and a storm of 10,000 alerts.
 //
@@ -55,12 +57,17 @@ type Config struct {
 	// ScalePeople is the number of people of the scale side's large database (default a
 	// million), compared with a thousand.
 	ScalePeople int
+	// ScaleOccurrences is the number of alert occurrences of the incident half's large
+	// database, a multiple of 1,000 (default a million, in 100,000 incidents), compared with
+	// a thousand (in 100).
+	ScaleOccurrences int
 	// InstallWrk lets the run install wrk, the load generator of the API-key figures and
 	// the sign-in flood, with scripts/ensure-wrk.sh (as root, from Debian) when it is
 	// missing. Without wrk the run fails.
 	InstallWrk bool
 	// Sides, when not empty, names the sides to measure (gate, apikey, contest, flood,
-	// pooler, scale, ingest); empty: every side. `make bench SIDES=pooler` sets it.
+	// pooler, scale, scale-incidents, ingest); empty: every side. `make bench SIDES=pooler`
+	// sets it.
 	Sides []string
 	// IngestGroups and IngestAlerts size the ingest side's groups (default 20 groups of 50
 	// alerts), IngestStorm its storm, one notification of that many alerts (default 10,000).
@@ -136,12 +143,14 @@ func Run(tb testing.TB, cfg Config) Report {
 		{"pooler", "API-key requests behind PgBouncer, against the floor and directly", e.poolerSide(tb)},
 		{"scale", "scale: the same endpoints at a thousand people and at Config.ScalePeople",
 			func(e *env, ctx context.Context) ([]Figure, error) { return e.scale(tb, ctx) }},
+		{"scale-incidents", "scale: the incident domain at a thousand alert occurrences and at Config.ScaleOccurrences",
+			func(e *env, ctx context.Context) ([]Figure, error) { return e.scaleIncidents(tb, ctx) }},
 		{"ingest", "ingest: Alertmanager's notifications against the floor, and a storm",
 			func(e *env, ctx context.Context) ([]Figure, error) { return e.ingest(tb, ctx) }},
 	}
 	for _, side := range cfg.Sides {
 		if !slices.ContainsFunc(measures, func(m measure) bool { return m.side == side }) {
-			tb.Fatalf("bench: no side %q: use gate, apikey, contest, flood, pooler, scale or ingest", side)
+			tb.Fatalf("bench: no side %q: use gate, apikey, contest, flood, pooler, scale, scale-incidents or ingest", side)
 		}
 	}
 	for _, m := range measures {

@@ -21,7 +21,7 @@ func TestRun(t *testing.T) {
 		var table bytes.Buffer
 		path := filepath.Join(t.TempDir(), "out", "results.json")
 		rep := bench.Run(t, bench.Config{Round: 200 * time.Millisecond, Rounds: 1, KeyRounds: 1, NoWarmup: true,
-			ScalePeople: 3000, IngestGroups: 6, IngestAlerts: 3, IngestStorm: 40, Out: &table, JSONPath: path, InstallWrk: true})
+			ScalePeople: 3000, ScaleOccurrences: 3000, IngestGroups: 6, IngestAlerts: 3, IngestStorm: 40, Out: &table, JSONPath: path, InstallWrk: true})
 		t.Logf("the short run's table (its figures mean nothing):\n%s", table.String())
 
 		wantKeys := []string{"gate_password", "gate_oidc",
@@ -30,11 +30,13 @@ func TestRun(t *testing.T) {
 			"apikey_vs_pgbench_c8", "apikey_vs_pgbench_c32", "contested_p99", "signin_flood_p99",
 			"pooler_apikey_vs_floor_c8", "pooler_cost_c8", "pooler_apikey_vs_floor_c32", "pooler_cost_c32"}
 		wantKeys = append(wantKeys, scaleKeys...)
+		wantKeys = append(wantKeys, scaleIncidentKeys...)
 		wantKeys = append(wantKeys, ingestKeys...)
 		// Latency figures and the CPU figures themselves have no cpu ratio.
 		noCPURatio := map[string]bool{"contested_p99": true, "signin_flood_p99": true, "scale_apikey": true, "scale_signin": true,
 			"scale_users_page": true, "scale_audit_actor": true, "scale_audit_event_prefix": true, "scale_users_stream": true,
-			"scale_users_stream_memory": true, "scale_sweep": true,
+			"scale_users_stream_memory": true, "scale_sweep": true, "scale_incidents_queue": true, "scale_alerts_feed": true,
+			"scale_incident_timeline": true, "scale_incidents_memory": true,
 			"ingest_storm": true, "ingest_storm_memory": true, "ingest_storm_incident": true,
 			"apikey_cpu_vs_floor_c8": true, "apikey_cpu_vs_floor_c32": true,
 			"apikey_access_log_cpu_c8": true, "apikey_access_log_cpu_c32": true}

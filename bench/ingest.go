@@ -220,7 +220,7 @@ func (in *ingestRun) alternate(ctx context.Context, do func(p *process) func(con
 	server, floor = &side{}, &side{}
 	run := func(p *process, into *side) func() error {
 		return func() error {
-			r, err := in.round(ctx, p, do(p))
+			r, err := in.e.groupRound(ctx, p, len(in.groups), do(p))
 			if into != nil {
 				into.add(r)
 			}
@@ -234,12 +234,11 @@ func (in *ingestRun) alternate(ctx context.Context, do func(p *process) func(con
 	return server, floor, err
 }
 
-// round runs ingestClients clients against p, client c owning groups c, c+ingestClients, ...:
-// each client sends do for its groups in turn (a group's notifications stay in order, as
-// Alertmanager sends them) until Config.Round has passed, finishing the group in hand, or the
-// round has sent ingestMaxNotifications. It returns alerts/s and the CPU time of p and Postgres.
-func (in *ingestRun) round(ctx context.Context, p *process, do func(context.Context, int) (int, error)) (result, error) {
-	before, err := in.e.cpu.read()
+// groupRound runs ingestClients clients against p's groups with driveGroups for Config.Round,
+// or until the round has sent ingestMaxNotifications. It returns what do counted a second (the
+// ingest side's alerts) and the CPU time of p and Postgres.
+func (e *env) groupRound(ctx context.Context, p *process, groups int, do func(context.Context, int) (int, error)) (result, error) {
+	before, err := e.cpu.read()
 	if err != nil {
 		return result{}, err
 	}
@@ -247,23 +246,44 @@ func (in *ingestRun) round(ctx context.Context, p *process, do func(context.Cont
 	if err != nil {
 		return result{}, err
 	}
+	n, elapsed, err := driveGroups(ctx, ingestClients, groups, e.cfg.Round, ingestMaxNotifications, do)
+	if err != nil {
+		return result{}, err
+	}
+	pAfter, err := p.cpu()
+	if err != nil {
+		return result{}, err
+	}
+	after, err := e.cpu.read()
+	if err != nil {
+		return result{}, err
+	}
+	return result{rate: float64(n) / elapsed.Seconds(), ops: n,
+		cpu: cpuTimes{self: pAfter - pBefore, server: after.server - before.server}}, nil
+}
+
+// driveGroups runs clients clients over groups groups, client c owning groups c, c+clients, ...:
+// each sends do for its groups in turn (a group's notifications stay in order, as Alertmanager
+// sends them) until d has passed, finishing the group in hand, or the clients have made maxCalls
+// calls of do. It returns the sum of what do returned and the time taken.
+func driveGroups(ctx context.Context, clients, groups int, d time.Duration, maxCalls int64, do func(context.Context, int) (int, error)) (int, time.Duration, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	var alerts, calls atomic.Int64
+	var done, calls atomic.Int64
 	start := time.Now()
-	deadline := start.Add(in.e.cfg.Round)
+	deadline := start.Add(d)
 	var wg sync.WaitGroup
-	for c := range min(ingestClients, len(in.groups)) {
+	for c := range min(clients, groups) {
 		wg.Go(func() {
-			for g, first := c, true; first || time.Now().Before(deadline) && calls.Load() < ingestMaxNotifications && ctx.Err() == nil; first = false {
+			for g, first := c, true; first || time.Now().Before(deadline) && calls.Load() < maxCalls && ctx.Err() == nil; first = false {
 				n, err := do(ctx, g)
 				if err != nil {
 					cancel(err)
 					return
 				}
-				alerts.Add(int64(n))
+				done.Add(int64(n))
 				calls.Add(1)
-				if g += ingestClients; g >= len(in.groups) {
+				if g += clients; g >= groups {
 					g = c
 				}
 			}
@@ -272,19 +292,9 @@ func (in *ingestRun) round(ctx context.Context, p *process, do func(context.Cont
 	wg.Wait()
 	elapsed := time.Since(start)
 	if err := context.Cause(ctx); err != nil {
-		return result{}, err
+		return 0, elapsed, err
 	}
-	pAfter, err := p.cpu()
-	if err != nil {
-		return result{}, err
-	}
-	after, err := in.e.cpu.read()
-	if err != nil {
-		return result{}, err
-	}
-	n := int(alerts.Load())
-	return result{rate: float64(n) / elapsed.Seconds(), ops: n,
-		cpu: cpuTimes{self: pAfter - pBefore, server: after.server - before.server}}, nil
+	return int(done.Load()), elapsed, nil
 }
 
 // checkMix checks that the mix left what it sent: on the server, every group's alerts resolved

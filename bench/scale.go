@@ -7,9 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -40,17 +40,40 @@ type scaleSide struct {
 	proc *process
 }
 
-// scale measures the scale side's figures (see the comment at the top of this file).
-func (e *env) scale(tb testing.TB, ctx context.Context) ([]Figure, error) {
+func (s *scaleSide) server() *process { return s.proc }
+
+// scaleSetup checks that wrk is at hand for a half of the scale side and builds the server; the
+// size of its large side is configured, or a million.
+func (e *env) scaleSetup(tb testing.TB, configured int) (large int, serverBin string, err error) {
 	tb.Helper()
 	if e.wrk == "" {
-		return nil, errors.New("wrk is not installed (scripts/ensure-wrk.sh installs it): the scale figures need a load generator outside this process")
+		return 0, "", errors.New("wrk is not installed (scripts/ensure-wrk.sh installs it): the scale figures need a load generator outside this process")
 	}
-	large := e.cfg.ScalePeople
+	large = configured
 	if large <= 0 {
 		large = 1_000_000
 	}
-	serverBin, _ := buildBinaries(tb)
+	serverBin, _ = buildBinaries(tb)
+	return large, serverBin, nil
+}
+
+// withDetails returns what adds a figure's own details to the details every figure of a side
+// shares.
+func withDetails(shared map[string]any) func(map[string]any) map[string]any {
+	return func(extra map[string]any) map[string]any {
+		m := maps.Clone(shared)
+		maps.Copy(m, extra)
+		return m
+	}
+}
+
+// scale measures the scale side's figures (see the comment at the top of this file).
+func (e *env) scale(tb testing.TB, ctx context.Context) ([]Figure, error) {
+	tb.Helper()
+	large, serverBin, err := e.scaleSetup(tb, e.cfg.ScalePeople)
+	if err != nil {
+		return nil, err
+	}
 	var sides [2]*scaleSide
 	for i, people := range []int{scaleSmall, large} {
 		e.cfg.progressf("scale: loading %d people (each with an API key, a live session and two audit rows)", people)
@@ -68,49 +91,14 @@ func (e *env) scale(tb testing.TB, ctx context.Context) ([]Figure, error) {
 		sides[i] = &scaleSide{scaleDB: db, proc: proc}
 	}
 	small, big := sides[0], sides[1]
-	details := func(extra map[string]any) map[string]any {
-		m := map[string]any{"people_small": small.people, "people_large": big.people,
-			"bulk_load_seconds_small": small.loaded.Seconds(), "bulk_load_seconds_large": big.loaded.Seconds(),
-			"bulk_load_steps_large": big.steps}
-		for k, v := range extra {
-			m[k] = v
-		}
-		return m
-	}
+	details := withDetails(map[string]any{"people_small": small.people, "people_large": big.people,
+		"bulk_load_seconds_small": small.loaded.Seconds(), "bulk_load_seconds_large": big.loaded.Seconds(),
+		"bulk_load_steps_large": big.steps})
 
-	var figures []Figure
-	// As many rounds as the API-key figures': their goals too are within 10%.
-	for _, ep := range scaleEndpoints {
-		e.cfg.progressf("scale: %s", ep.name)
-		var scripts [2]string
-		for i, s := range sides {
-			path, err := writeScaleScript(tb, ep.requests(s))
-			if err != nil {
-				return nil, err
-			}
-			scripts[i] = path
-		}
-		rates := [2]*side{{}, {}}
-		run := func(i int, into *side) func() error {
-			return func() error {
-				r, err := e.wrkScript(ctx, sides[i].proc, scripts[i], ep.clients)
-				if err == nil && into != nil {
-					into.add(r)
-				}
-				return err
-			}
-		}
-		if err := e.warmUp(run(0, nil), run(1, nil)); err != nil {
-			return nil, fmt.Errorf("scale: %s: %w", ep.name, err)
-		}
-		if err := alternate(e.cfg.KeyRounds, run(0, rates[0]), run(1, rates[1])); err != nil {
-			return nil, fmt.Errorf("scale: %s: %w", ep.name, err)
-		}
-		figures = append(figures, newFigure(ep.key, ep.name+", "+sizes(small, big), "/s", median(rates[1].rates),
-			median(rates[0].rates), scaleRateGoal, details(map[string]any{"rounds_small": rates[0].rates,
-				"rounds_large": rates[1].rates, "wrk": fmt.Sprintf("-t 2 -c %d, %d-second rounds", ep.clients, e.roundSeconds())})))
+	figures, err := scaleRates(e, tb, ctx, scaleEndpoints, [2]*scaleSide{small, big}, sizes(small, big), details)
+	if err != nil {
+		return nil, err
 	}
-
 	e.cfg.progressf("scale: the whole user list and the server's peak memory")
 	stream, memory, err := e.scaleStream(ctx, small, big, details)
 	if err != nil {
@@ -139,18 +127,9 @@ func count(n int) string {
 	return strconv.Itoa(n)
 }
 
-// scaleRequest is one request wrk may send: it picks one at random for each.
-type scaleRequest struct {
-	method, path, bearer, body string
-}
-
 // scaleEndpoints are the scale side's rates measured with wrk, each request drawn at random
 // from a set that spreads over the table (people from a random sample of a thousand).
-var scaleEndpoints = []struct {
-	key, name string
-	clients   int
-	requests  func(s *scaleSide) []scaleRequest
-}{
+var scaleEndpoints = []scaleEndpoint[*scaleSide]{
 	{"scale_apikey", "GET /api/me with a random person's API key/s", scaleClients, func(s *scaleSide) []scaleRequest {
 		return perPerson(s, func(id int64) scaleRequest { return scaleRequest{"GET", "/api/me", scaleKey(id), ""} })
 	}},
@@ -181,41 +160,6 @@ func perPerson(s *scaleSide, f func(id int64) scaleRequest) []scaleRequest {
 		out[i] = f(id)
 	}
 	return out
-}
-
-// writeScaleScript writes wrk's Lua script that sends reqs, one drawn at random per request.
-func writeScaleScript(tb testing.TB, reqs []scaleRequest) (string, error) {
-	var b strings.Builder
-	b.WriteString("local reqs = {}\nfunction init(args)\n  math.randomseed(os.time() * 1000 + math.floor(os.clock() * 1000))\n")
-	for i, r := range reqs {
-		headers := `{["Content-Type"] = "application/json"`
-		if r.bearer != "" {
-			headers += `, ["Authorization"] = ` + strconv.Quote("Bearer "+r.bearer)
-		}
-		headers += "}"
-		body := "nil"
-		if r.body != "" {
-			body = strconv.Quote(r.body)
-		}
-		fmt.Fprintf(&b, "  reqs[%d] = wrk.format(%q, %q, %s, %s)\n", i+1, r.method, r.path, headers, body)
-	}
-	b.WriteString("end\nfunction request()\n  return reqs[math.random(#reqs)]\nend\n")
-	path := filepath.Join(tb.TempDir(), "scale.lua")
-	return path, os.WriteFile(path, []byte(b.String()), 0o600)
-}
-
-// wrkScript runs wrk with a script against p for one round and returns its rate.
-func (e *env) wrkScript(ctx context.Context, p *process, script string, clients int) (result, error) {
-	d := time.Duration(e.roundSeconds()) * time.Second
-	out, _, err := e.runWrk(ctx, p.URL+"/", clients, d, "-s", script)
-	if err != nil {
-		return result{}, err
-	}
-	r, err := parseWrk(out)
-	if err != nil {
-		return result{}, fmt.Errorf("wrk against %s: %w\n%s", p.name, err, out)
-	}
-	return r, nil
 }
 
 // scaleStream reads the whole user list from each side, back to back for a round (at least

@@ -47,23 +47,11 @@ func scaleKey(id int64) string {
 // the planner and index-only scans see what an install that has run for a while would).
 func newScaleDB(tb testing.TB, ctx context.Context, c interface{ URL(string) string }, name string, people int) (*scaleDB, error) {
 	tb.Helper()
-	admin, err := pgx.Connect(ctx, c.URL("postgres"))
-	if err != nil {
+	db := &scaleDB{name: name, people: people}
+	var err error
+	if db.url, db.st, db.admin, err = newClaimedDB(tb, ctx, c, name); err != nil {
 		return nil, err
 	}
-	defer admin.Close(context.WithoutCancel(ctx))
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		return nil, fmt.Errorf("create database %s: %w", name, err)
-	}
-	db := &scaleDB{name: name, url: c.URL(name), people: people}
-	if _, err := store.Migrate(ctx, db.url); err != nil {
-		return nil, fmt.Errorf("migrate %s: %w", name, err)
-	}
-	db.st = apitest.OpenStore(tb, db.url)
-	if _, err := db.st.Claim(ctx, store.AuditInfo{Actor: store.ActorOperator, RemoteAddr: "127.0.0.1"}); err != nil {
-		return nil, fmt.Errorf("claim %s: %w", name, err)
-	}
-	db.admin = apitest.MustPerson(tb, db.st, "scale-admin", store.RoleAdmin)
 	hash, err := bcrypt.GenerateFromPassword([]byte(scalePassword), bcrypt.MinCost)
 	if err != nil {
 		return nil, err
@@ -89,6 +77,30 @@ func newScaleDB(tb testing.TB, ctx context.Context, c interface{ URL(string) str
 		return nil, fmt.Errorf("%s: no person loaded", name)
 	}
 	return db, nil
+}
+
+// newClaimedDB creates and migrates the database name on the cluster c, claims the install and
+// makes an admin with an API key, through the store, whose Store it returns.
+func newClaimedDB(tb testing.TB, ctx context.Context, c interface{ URL(string) string }, name string) (
+	url string, st *store.Store, admin apitest.Person, err error) {
+	tb.Helper()
+	conn, err := pgx.Connect(ctx, c.URL("postgres"))
+	if err != nil {
+		return "", nil, admin, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		return "", nil, admin, fmt.Errorf("create database %s: %w", name, err)
+	}
+	url = c.URL(name)
+	if _, err := store.Migrate(ctx, url); err != nil {
+		return "", nil, admin, fmt.Errorf("migrate %s: %w", name, err)
+	}
+	st = apitest.OpenStore(tb, url)
+	if _, err := st.Claim(ctx, store.AuditInfo{Actor: store.ActorOperator, RemoteAddr: "127.0.0.1"}); err != nil {
+		return "", nil, admin, fmt.Errorf("claim %s: %w", name, err)
+	}
+	return url, st, apitest.MustPerson(tb, st, "scale-admin", store.RoleAdmin), nil
 }
 
 func (db *scaleDB) load(ctx context.Context, hash string) error {

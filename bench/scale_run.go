@@ -12,8 +12,9 @@ import (
 	"github.com/terdut-server/terdut-server/test/harness/pglocal"
 )
 
-// RunScale measures the scale side alone (`make bench-scale`), on a throwaway cluster of its
-// own, and reports it as Run does: the table to cfg.Out, the JSON to cfg.JSONPath.
+// RunScale measures the scale side alone (`make bench-scale`), its people and then its incident
+// half, on a throwaway cluster of its own, and reports it as Run does: the table to cfg.Out, the
+// JSON to cfg.JSONPath.
 func RunScale(tb testing.TB, cfg Config) Report {
 	tb.Helper()
 	cfg = cfg.withDefaults()
@@ -30,6 +31,9 @@ func RunScale(tb testing.TB, cfg Config) Report {
 			tb.Errorf("bench: stop cluster: %v", err)
 		}
 	})
+	if e.cpu, err = newCPUMeter(e.cluster.Dir); err != nil {
+		tb.Fatalf("bench: %v", err)
+	}
 	if e.pgVersion, err = serverVersion(ctx, e.cluster.URL("postgres")); err != nil {
 		tb.Fatalf("bench: %v", err)
 	}
@@ -40,6 +44,11 @@ func RunScale(tb testing.TB, cfg Config) Report {
 	if rep.Figures, err = e.scale(tb, ctx); err != nil {
 		tb.Fatalf("bench: %v", err)
 	}
+	incidents, err := e.scaleIncidents(tb, ctx)
+	if err != nil {
+		tb.Fatalf("bench: %v", err)
+	}
+	rep.Figures = append(rep.Figures, incidents...)
 	return finish(tb, cfg, rep, start)
 }
 

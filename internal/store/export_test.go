@@ -34,6 +34,9 @@ func SweepStatements() map[string]struct {
 // EventsQuery is Events' statement and arguments for q.
 var EventsQuery = eventsQuery
 
+// AlertsQuery is Alerts' statement and arguments for q.
+var AlertsQuery = alertsQuery
+
 // UsersAfterQuery is UsersAfter's statement ($1 after, $2 limit).
 const UsersAfterQuery = usersAfterQuery
 

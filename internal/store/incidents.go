@@ -166,37 +166,33 @@ type IncidentEvent struct {
 const incidentEventColumns = `id, incident_id, type, user_id, username, alert_id, detail, created_at`
 
 // Timeline returns an incident's events, oldest first; ErrNotFound if there is no such incident.
+// The events are read alone, on their index: every incident's timeline begins with its
+// triggered event, so only an empty one asks whether the incident exists (joined to incidents,
+// every read paid a descent of their primary key that grows with the table).
 func (s *Store) Timeline(ctx context.Context, id int64) ([]IncidentEvent, error) {
-	rows, err := s.pool.Query(ctx, `SELECT e.id, i.id, e.type, e.user_id, e.username, e.alert_id, e.detail, e.created_at
-		FROM incidents i LEFT JOIN incident_events e ON e.incident_id = i.id WHERE i.id = $1 ORDER BY e.id`, id)
+	rows, err := s.pool.Query(ctx, `SELECT `+incidentEventColumns+` FROM incident_events WHERE incident_id = $1 ORDER BY id`, id)
 	if err != nil {
 		return nil, wrap(err, "read timeline")
 	}
-	defer rows.Close()
-	out := []IncidentEvent{}
-	var seen bool
-	for rows.Next() {
-		seen = true
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (IncidentEvent, error) {
 		var e IncidentEvent
-		var eventID *int64
-		var typ, username, detail *string
-		var at *time.Time
-		if err := rows.Scan(&eventID, &e.IncidentID, &typ, &e.UserID, &username, &e.AlertID, &detail, &at); err != nil {
-			return nil, wrap(err, "read timeline")
-		}
-		if eventID == nil {
-			continue
-		}
-		e.ID, e.Type, e.Username, e.Detail, e.CreatedAt = *eventID, *typ, *username, *detail, *at
-		out = append(out, e)
-	}
-	if err := rows.Err(); err != nil {
+		err := row.Scan(&e.ID, &e.IncidentID, &e.Type, &e.UserID, &e.Username, &e.AlertID, &e.Detail, &e.CreatedAt)
+		return e, err
+	})
+	if err != nil {
 		return nil, wrap(err, "read timeline")
 	}
-	if !seen {
+	if len(out) > 0 {
+		return out, nil
+	}
+	var exists bool
+	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM incidents WHERE id = $1)`, id).Scan(&exists); err != nil {
+		return nil, wrap(err, "read timeline")
+	}
+	if !exists {
 		return nil, ErrNotFound
 	}
-	return out, nil
+	return []IncidentEvent{}, nil
 }
 
 // OpenIncidents counts the open incidents, on the index of the queue.

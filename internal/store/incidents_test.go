@@ -125,4 +125,10 @@ func TestIncidents_Actions(t *testing.T) {
 	if _, err := st.Timeline(ctx, 987654); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("no such timeline: got %v", err)
 	}
+	// Every incident's timeline begins with its triggered event; one with none is still the
+	// incident's, empty.
+	mustExec(t, st, `DELETE FROM incident_events WHERE incident_id = $1`, other)
+	if events, err := st.Timeline(ctx, other); err != nil || events == nil || len(events) != 0 {
+		t.Fatalf("an incident with no event: got %v, %v, want an empty timeline", events, err)
+	}
 }
