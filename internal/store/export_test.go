@@ -46,3 +46,21 @@ var (
 
 // APIKeyLookup is the API-key lookup st makes in its statement mode.
 func APIKeyLookup(ctx context.Context, st *Store) (string, error) { return st.apiKeyLookup(ctx) }
+
+// StatsStatements are the statistics' statements (stats.go), as SQL and arguments.
+func StatsStatements() map[string]struct {
+	SQL  string
+	Args []any
+} {
+	type statement = struct {
+		SQL  string
+		Args []any
+	}
+	return map[string]statement{
+		"alerts":    {alertStatsSQL, nil},
+		"incidents": {incidentStatsSQL, nil},
+		"top":       {countsSQL, []any{"name", 10}},
+		"by hour":   {countsSQL, []any{"hour", 24}},
+		"by day":    {countsSQL, []any{"day", 7}},
+	}
+}
