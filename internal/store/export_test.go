@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"time"
 )
 
 // The statements the plan tests (plans_test.go) explain: what the store runs, as it runs it.
@@ -62,5 +63,21 @@ func StatsStatements() map[string]struct {
 		"top":       {countsSQL, []any{"name", 10}},
 		"by hour":   {countsSQL, []any{"hour", 24}},
 		"by day":    {countsSQL, []any{"day", 7}},
+	}
+}
+
+// RetentionStatements are Retain's statements that find what to delete, with their arguments
+// for olderThan and a batch.
+func RetentionStatements(olderThan time.Duration, batch int) map[string]struct {
+	SQL  string
+	Args []any
+} {
+	type statement = struct {
+		SQL  string
+		Args []any
+	}
+	return map[string]statement{
+		"incidents": {retainIncidentsSQL(batch), []any{olderThan, occurrencesPerIncident * batch}},
+		"alerts":    {retainAlertsSQL(batch), []any{olderThan}},
 	}
 }

@@ -330,7 +330,8 @@ func mustEvents(tb testing.TB, st *store.Store, q store.EventQuery) []store.Even
 
 // TestPlans_Stats holds the statistics' promise (issue 39): each reads the counters alone,
 // never incidents, incident_alerts or alerts, however many rows those hold; and the counters'
-// rows are as many as the names, hours and days, not the occurrences.
+// rows are as many as the names, hours and days, not the occurrences. Retention's batches are
+// found on indexes.
 func TestPlans_Stats(t *testing.T) {
 	st := mustStore(t)
 	var integration int64
@@ -356,6 +357,29 @@ func TestPlans_Stats(t *testing.T) {
 		t.Fatalf("got %d rows of counts for 50 names, 24 hours and 7 days, want at most %d", n, 8*(50+24+7))
 	}
 	pool := st.Pool()
+	// Retention finds its batches on indexes: the oldest resolutions, the alerts of no incident.
+	mustExec(t, st, `UPDATE incidents SET resolved_at = now() - interval '500 days' WHERE id % 40 = 0`)
+	mustExec(t, st, `UPDATE alerts a SET incident_id = CASE WHEN a.id % 100 <> 0 THEN o.incident_id END
+		FROM incident_alerts o WHERE o.alert_id = a.id`)
+	mustExec(t, st, `ANALYZE alerts, incidents`)
+	retain := store.RetentionStatements(400*24*time.Hour, 1000)
+	t.Run("retain incidents", func(t *testing.T) {
+		assertIndexed(t, pool, "incidents_resolved_at_idx", retain["incidents"].SQL, retain["incidents"].Args...)
+		// The firing occurrences are looked up per incident, never all read.
+		for _, generic := range []bool{false, true} {
+			scans := explain(t, pool, generic, retain["incidents"].SQL, retain["incidents"].Args...).scans()
+			if !slices.Contains(scans, "Index Only Scan on incident_alerts using incident_alerts_incident_idx") &&
+				!slices.Contains(scans, "Index Scan on incident_alerts using incident_alerts_incident_idx") {
+				t.Errorf("generic %v: got scans %q, want incident_alerts_incident_idx for the firing ones", generic, scans)
+			}
+			if slices.ContainsFunc(scans, func(s string) bool { return strings.HasSuffix(s, "incident_alerts_expiry_idx") }) {
+				t.Errorf("generic %v: got scans %q, want none of every firing occurrence", generic, scans)
+			}
+		}
+	})
+	t.Run("retain alerts", func(t *testing.T) {
+		assertIndexed(t, pool, "alerts_incident_idx", retain["alerts"].SQL, retain["alerts"].Args...)
+	})
 	for name, s := range store.StatsStatements() {
 		t.Run(name, func(t *testing.T) {
 			for _, generic := range []bool{false, true} {

@@ -192,7 +192,7 @@ func spread(i int) time.Time {
 // every kind of change the server makes, each through its real path: notifications that open,
 // join, refresh, resolve, replay, truncate and rename; acknowledgements, unacknowledgements,
 // manual resolutions, assignments, snoozes, archives; expiry and firing again after it; a
-// person's deletion; and a writer outside the store.
+// person's deletion; a writer outside the store; and retention.
 func TestStats_AgainstReference(t *testing.T) {
 	ctx := context.Background()
 	st := mustStore(t)
@@ -302,6 +302,16 @@ func TestStats_AgainstReference(t *testing.T) {
 	if len(v.ByHour) < 5 || len(v.ByDay) < 5 || v.Alerts.Firing == 0 || v.Alerts.Resolved == 0 {
 		t.Fatalf("the data set should spread over hours and days, firing and resolved: got %s", v)
 	}
+
+	// Retention deletes the oldest resolved incidents, their occurrences, and the alerts left
+	// with none.
+	for _, id := range []int64{ids[0], ids[3], ids[4]} {
+		mustAge(t, st, id, 500)
+	}
+	if res := mustRetain(t, st, 1000); res.Incidents != 3 || res.Occurrences == 0 || res.Alerts == 0 {
+		t.Fatalf("retention: got %+v, want 3 incidents with their occurrences and some alerts", res)
+	}
+	assertStatsMatch(t, st, "after retention")
 }
 
 // TestStats_Truncate: a truncated table counts nothing, and counting starts again from there.
