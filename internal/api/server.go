@@ -89,6 +89,12 @@ type Store interface {
 	DeleteNote(ctx context.Context, id, eventID int64, by store.Worker) error
 	Alerts(ctx context.Context, q store.AlertQuery) ([]store.Alert, error)
 	AlertByID(ctx context.Context, id int64) (store.Alert, error)
+
+	AlertStats(ctx context.Context) (store.AlertStats, error)
+	IncidentStats(ctx context.Context) (store.IncidentStats, error)
+	TopAlerts(ctx context.Context, limit int) ([]store.Count, error)
+	AlertsByHour(ctx context.Context) ([]store.Count, error)
+	AlertsByDay(ctx context.Context) ([]store.Count, error)
 }
 
 // Options configures the API.
