@@ -75,64 +75,63 @@ END
 $$;
 -- +goose StatementEnd
 
+-- The occurrences' counts. An insert's or a delete's rows (changed_rows) count +1 or -1 each
+-- into their status, hour, weekday and name, in one statement; an update's, only where a
+-- counted column changed (a refresh of last_seen_at, the commonest update, changes none and
+-- takes no shard). An occurrence's name is its alert's, read by a subquery for each
+-- occurrence (the primary key): a join let the planner, which cannot know a transition
+-- table's size when it plans, hash the whole of alerts for a notification of 50.
 -- +goose StatementBegin
 CREATE FUNCTION stats_occurrences_changed() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     s INTEGER;
+    direction INTEGER := CASE TG_OP WHEN 'DELETE' THEN -1 ELSE 1 END;
     firing BIGINT;
-    resolved BIGINT;
-    moved BIGINT := 0;
+    moved BIGINT;
 BEGIN
-    IF TG_OP = 'INSERT' THEN
-        SELECT pg_catalog.count(*) FILTER (WHERE status = 'firing'), pg_catalog.count(*) FILTER (WHERE status = 'resolved')
-            INTO firing, resolved FROM new_rows;
-    ELSIF TG_OP = 'DELETE' THEN
-        SELECT -pg_catalog.count(*) FILTER (WHERE status = 'firing'), -pg_catalog.count(*) FILTER (WHERE status = 'resolved')
-            INTO firing, resolved FROM old_rows;
-    ELSE
-        -- Only the rows whose counted columns changed: a refresh of last_seen_at changes none.
-        SELECT pg_catalog.count(*) FILTER (WHERE n.status = 'firing') - pg_catalog.count(*) FILTER (WHERE o.status = 'firing'),
-                pg_catalog.count(*) FILTER (WHERE n.starts_at <> o.starts_at OR n.alert_id <> o.alert_id)
-            INTO firing, moved
-            FROM new_rows n JOIN old_rows o ON o.id = n.id
-            WHERE n.status <> o.status OR n.starts_at <> o.starts_at OR n.alert_id <> o.alert_id;
-        resolved := -firing;
+    IF TG_OP <> 'UPDATE' THEN
+        s := stats_shard();
+        WITH g AS (
+            SELECT EXTRACT(hour FROM o.starts_at AT TIME ZONE 'UTC') AS hour,
+                EXTRACT(isodow FROM o.starts_at AT TIME ZONE 'UTC') AS day,
+                (SELECT a.name FROM alerts a WHERE a.id = o.alert_id) AS name,
+                pg_catalog.count(*) FILTER (WHERE o.status = 'firing') AS firing, pg_catalog.count(*) AS n
+            FROM changed_rows o GROUP BY 1, 2, 3
+        ), head AS (
+            UPDATE stats_shards SET occurrences_firing = occurrences_firing + direction * t.firing,
+                occurrences_resolved = occurrences_resolved + direction * (t.n - t.firing)
+            FROM (SELECT pg_catalog.sum(g.firing) AS firing, pg_catalog.sum(g.n) AS n FROM g) t
+            WHERE shard = s AND t.n > 0
+        )
+        INSERT INTO stats_counts AS c (kind, key, shard, n)
+        SELECT k.kind, k.key, s, direction * pg_catalog.sum(g.n)
+        FROM g CROSS JOIN LATERAL (VALUES ('hour', g.hour::integer::text), ('day', g.day::integer::text), ('name', g.name)) k (kind, key)
+        GROUP BY k.kind, k.key
+        ON CONFLICT (kind, key, shard) DO UPDATE SET n = c.n + excluded.n;
+        RETURN NULL;
     END IF;
-    IF firing = 0 AND resolved = 0 AND moved = 0 THEN
+    SELECT pg_catalog.count(*) FILTER (WHERE n.status = 'firing') - pg_catalog.count(*) FILTER (WHERE o.status = 'firing'),
+            pg_catalog.count(*) FILTER (WHERE n.starts_at <> o.starts_at OR n.alert_id <> o.alert_id)
+        INTO firing, moved
+        FROM new_rows n JOIN old_rows o ON o.id = n.id
+        WHERE n.status <> o.status OR n.starts_at <> o.starts_at OR n.alert_id <> o.alert_id;
+    IF firing = 0 AND moved = 0 THEN
         RETURN NULL;
     END IF;
     s := stats_shard();
     UPDATE stats_shards SET occurrences_firing = occurrences_firing + firing,
-        occurrences_resolved = occurrences_resolved + resolved
+        occurrences_resolved = occurrences_resolved - firing
         WHERE shard = s;
-    IF TG_OP = 'INSERT' THEN
-        INSERT INTO stats_counts AS c (kind, key, shard, n)
-        SELECT k.kind, k.key, s, pg_catalog.sum(g.n)
-        FROM (SELECT EXTRACT(hour FROM o.starts_at AT TIME ZONE 'UTC') AS hour,
-                    EXTRACT(isodow FROM o.starts_at AT TIME ZONE 'UTC') AS day, a.name, pg_catalog.count(*) AS n
-                FROM new_rows o JOIN alerts a ON a.id = o.alert_id GROUP BY 1, 2, 3) g
-            CROSS JOIN LATERAL (VALUES ('hour', g.hour::integer::text), ('day', g.day::integer::text), ('name', g.name)) k (kind, key)
-        GROUP BY k.kind, k.key ORDER BY k.kind, k.key
-        ON CONFLICT (kind, key, shard) DO UPDATE SET n = c.n + excluded.n;
-    ELSIF TG_OP = 'DELETE' THEN
-        INSERT INTO stats_counts AS c (kind, key, shard, n)
-        SELECT k.kind, k.key, s, -pg_catalog.sum(g.n)
-        FROM (SELECT EXTRACT(hour FROM o.starts_at AT TIME ZONE 'UTC') AS hour,
-                    EXTRACT(isodow FROM o.starts_at AT TIME ZONE 'UTC') AS day, a.name, pg_catalog.count(*) AS n
-                FROM old_rows o JOIN alerts a ON a.id = o.alert_id GROUP BY 1, 2, 3) g
-            CROSS JOIN LATERAL (VALUES ('hour', g.hour::integer::text), ('day', g.day::integer::text), ('name', g.name)) k (kind, key)
-        GROUP BY k.kind, k.key ORDER BY k.kind, k.key
-        ON CONFLICT (kind, key, shard) DO UPDATE SET n = c.n + excluded.n;
-    ELSIF moved > 0 THEN
+    IF moved > 0 THEN
         INSERT INTO stats_counts AS c (kind, key, shard, n)
         SELECT k.kind, k.key, s, pg_catalog.sum(v.g)
         FROM new_rows n JOIN old_rows o ON o.id = n.id
             CROSS JOIN LATERAL (VALUES (1, n.starts_at, n.alert_id), (-1, o.starts_at, o.alert_id)) v (g, starts_at, alert_id)
-            JOIN alerts a ON a.id = v.alert_id
             CROSS JOIN LATERAL (VALUES ('hour', EXTRACT(hour FROM v.starts_at AT TIME ZONE 'UTC')::integer::text),
-                ('day', EXTRACT(isodow FROM v.starts_at AT TIME ZONE 'UTC')::integer::text), ('name', a.name)) k (kind, key)
+                ('day', EXTRACT(isodow FROM v.starts_at AT TIME ZONE 'UTC')::integer::text),
+                ('name', (SELECT a.name FROM alerts a WHERE a.id = v.alert_id))) k (kind, key)
         WHERE n.starts_at <> o.starts_at OR n.alert_id <> o.alert_id
-        GROUP BY k.kind, k.key HAVING pg_catalog.sum(v.g) <> 0 ORDER BY k.kind, k.key
+        GROUP BY k.kind, k.key HAVING pg_catalog.sum(v.g) <> 0
         ON CONFLICT (kind, key, shard) DO UPDATE SET n = c.n + excluded.n;
     END IF;
     RETURN NULL;
@@ -140,57 +139,45 @@ END
 $$;
 -- +goose StatementEnd
 
+-- The incidents' counts. An insert's or a delete's rows count +1 or -1 each into their status
+-- and into the mean times' sums, in one statement. An update's is a row trigger, called only
+-- for a row whose counted columns changed (its WHEN): the updates that change none (the count
+-- of alerts, with every notification that adds some; an assignment, a snooze, an archive) pay
+-- nothing, as they would for a statement trigger's transition tables.
 -- +goose StatementBegin
 CREATE FUNCTION stats_incidents_changed() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
-    d RECORD;
-    s INTEGER;
+    s INTEGER := stats_shard();
+    direction INTEGER := CASE TG_OP WHEN 'DELETE' THEN -1 ELSE 1 END;
 BEGIN
-    -- Each row counts +1 (new) or -1 (old) into its status, and into the mean times' sums.
-    IF TG_OP = 'INSERT' THEN
-        SELECT pg_catalog.count(*) AS changed,
-                pg_catalog.count(*) FILTER (WHERE status = 'triggered') AS triggered,
+    IF TG_OP <> 'UPDATE' THEN
+        UPDATE stats_shards SET incidents_triggered = incidents_triggered + direction * t.triggered,
+            incidents_acknowledged = incidents_acknowledged + direction * t.acknowledged,
+            incidents_resolved = incidents_resolved + direction * t.resolved,
+            first_acknowledgements = first_acknowledgements + direction * t.firsts,
+            acknowledge_seconds = acknowledge_seconds + direction * t.ack,
+            resolve_seconds = resolve_seconds + direction * t.res
+        FROM (SELECT pg_catalog.count(*) FILTER (WHERE status = 'triggered') AS triggered,
                 pg_catalog.count(*) FILTER (WHERE status = 'acknowledged') AS acknowledged,
                 pg_catalog.count(*) FILTER (WHERE status = 'resolved') AS resolved,
                 pg_catalog.count(first_acknowledged_at) AS firsts,
                 coalesce(pg_catalog.sum(EXTRACT(epoch FROM first_acknowledged_at - triggered_at)), 0) AS ack,
                 coalesce(pg_catalog.sum(EXTRACT(epoch FROM resolved_at - triggered_at)), 0) AS res
-            INTO d FROM new_rows;
-    ELSIF TG_OP = 'DELETE' THEN
-        SELECT pg_catalog.count(*) AS changed,
-                -pg_catalog.count(*) FILTER (WHERE status = 'triggered') AS triggered,
-                -pg_catalog.count(*) FILTER (WHERE status = 'acknowledged') AS acknowledged,
-                -pg_catalog.count(*) FILTER (WHERE status = 'resolved') AS resolved,
-                -pg_catalog.count(first_acknowledged_at) AS firsts,
-                -coalesce(pg_catalog.sum(EXTRACT(epoch FROM first_acknowledged_at - triggered_at)), 0) AS ack,
-                -coalesce(pg_catalog.sum(EXTRACT(epoch FROM resolved_at - triggered_at)), 0) AS res
-            INTO d FROM old_rows;
-    ELSE
-        -- A row trigger, called only for a row whose counted columns changed (its WHEN): the
-        -- updates that change none (a count of alerts with every notification that adds some,
-        -- an assignment, a snooze, an archive) pay nothing, as they would for a statement
-        -- trigger's transition tables.
-        SELECT 1 AS changed,
-                (NEW.status = 'triggered')::integer - (OLD.status = 'triggered')::integer AS triggered,
-                (NEW.status = 'acknowledged')::integer - (OLD.status = 'acknowledged')::integer AS acknowledged,
-                (NEW.status = 'resolved')::integer - (OLD.status = 'resolved')::integer AS resolved,
-                (NEW.first_acknowledged_at IS NOT NULL)::integer - (OLD.first_acknowledged_at IS NOT NULL)::integer AS firsts,
-                coalesce(EXTRACT(epoch FROM NEW.first_acknowledged_at - NEW.triggered_at), 0)
-                    - coalesce(EXTRACT(epoch FROM OLD.first_acknowledged_at - OLD.triggered_at), 0) AS ack,
-                coalesce(EXTRACT(epoch FROM NEW.resolved_at - NEW.triggered_at), 0)
-                    - coalesce(EXTRACT(epoch FROM OLD.resolved_at - OLD.triggered_at), 0) AS res
-            INTO d;
-    END IF;
-    IF d.changed = 0 THEN
+            FROM changed_rows) t
+        WHERE shard = s;
         RETURN NULL;
     END IF;
-    s := stats_shard();
-    UPDATE stats_shards SET incidents_triggered = incidents_triggered + d.triggered,
-        incidents_acknowledged = incidents_acknowledged + d.acknowledged,
-        incidents_resolved = incidents_resolved + d.resolved,
-        first_acknowledgements = first_acknowledgements + d.firsts,
-        acknowledge_seconds = acknowledge_seconds + d.ack,
-        resolve_seconds = resolve_seconds + d.res
+    UPDATE stats_shards SET
+        incidents_triggered = incidents_triggered + (NEW.status = 'triggered')::integer - (OLD.status = 'triggered')::integer,
+        incidents_acknowledged = incidents_acknowledged
+            + (NEW.status = 'acknowledged')::integer - (OLD.status = 'acknowledged')::integer,
+        incidents_resolved = incidents_resolved + (NEW.status = 'resolved')::integer - (OLD.status = 'resolved')::integer,
+        first_acknowledgements = first_acknowledgements
+            + (NEW.first_acknowledged_at IS NOT NULL)::integer - (OLD.first_acknowledged_at IS NOT NULL)::integer,
+        acknowledge_seconds = acknowledge_seconds + coalesce(EXTRACT(epoch FROM NEW.first_acknowledged_at - NEW.triggered_at), 0)
+            - coalesce(EXTRACT(epoch FROM OLD.first_acknowledged_at - OLD.triggered_at), 0),
+        resolve_seconds = resolve_seconds + coalesce(EXTRACT(epoch FROM NEW.resolved_at - NEW.triggered_at), 0)
+            - coalesce(EXTRACT(epoch FROM OLD.resolved_at - OLD.triggered_at), 0)
         WHERE shard = s;
     RETURN NULL;
 END
@@ -258,21 +245,21 @@ $$;
 -- +goose StatementEnd
 
 CREATE TRIGGER stats_occurrences_inserted AFTER INSERT ON incident_alerts
-    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION stats_occurrences_changed();
+    REFERENCING NEW TABLE AS changed_rows FOR EACH STATEMENT EXECUTE FUNCTION stats_occurrences_changed();
 CREATE TRIGGER stats_occurrences_updated AFTER UPDATE ON incident_alerts
     REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION stats_occurrences_changed();
 CREATE TRIGGER stats_occurrences_deleted AFTER DELETE ON incident_alerts
-    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION stats_occurrences_changed();
+    REFERENCING OLD TABLE AS changed_rows FOR EACH STATEMENT EXECUTE FUNCTION stats_occurrences_changed();
 CREATE TRIGGER stats_occurrences_truncated AFTER TRUNCATE ON incident_alerts
     FOR EACH STATEMENT EXECUTE FUNCTION stats_occurrences_truncated();
 CREATE TRIGGER stats_incidents_inserted AFTER INSERT ON incidents
-    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION stats_incidents_changed();
+    REFERENCING NEW TABLE AS changed_rows FOR EACH STATEMENT EXECUTE FUNCTION stats_incidents_changed();
 CREATE TRIGGER stats_incidents_updated AFTER UPDATE ON incidents FOR EACH ROW
     WHEN ((OLD.status, OLD.triggered_at, OLD.first_acknowledged_at, OLD.resolved_at)
         IS DISTINCT FROM (NEW.status, NEW.triggered_at, NEW.first_acknowledged_at, NEW.resolved_at))
     EXECUTE FUNCTION stats_incidents_changed();
 CREATE TRIGGER stats_incidents_deleted AFTER DELETE ON incidents
-    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION stats_incidents_changed();
+    REFERENCING OLD TABLE AS changed_rows FOR EACH STATEMENT EXECUTE FUNCTION stats_incidents_changed();
 CREATE TRIGGER stats_incidents_truncated AFTER TRUNCATE ON incidents
     FOR EACH STATEMENT EXECUTE FUNCTION stats_incidents_truncated();
 CREATE TRIGGER stats_alert_renamed AFTER UPDATE OF name ON alerts
