@@ -2,22 +2,24 @@
 -- The statistics (issue 39), kept as the rows change so that reading them costs the same at a
 -- million occurrences as at ten: every open terdut-tui reads two of them every 30 s.
 --
--- Statement-level triggers with transition tables on incident_alerts and incidents add what
--- each statement changed, aggregated, to counter rows: a notification of 10,000 alerts is one
--- update of a counter row, not 10,000. Every writer (ingest, expiry, people's actions,
--- retention, a person's deletion setting their columns to null) keeps them right, because the
--- database does it. internal/store/stats.go reads them; internal/store/stats_test.go compares
--- them with the base tables.
+-- Triggers on incident_alerts and incidents add what each statement changed, aggregated, to
+-- counter rows: statement-level ones with transition tables for inserts, deletes and the
+-- occurrences' updates (a notification of 10,000 alerts is one update of a counter row, not
+-- 10,000), and a row-level one for the incidents' updates, called only when a counted column
+-- changes. Every writer (ingest, expiry, people's actions, retention, a person's deletion
+-- setting their columns to null) keeps them right, because the database does it.
+-- internal/store/stats.go reads them; internal/store/stats_test.go compares them with the base
+-- tables.
 --
 -- The counters are sharded, and a shard is held by one transaction at a time: a transaction's
 -- first change of counts takes a shard no other transaction holds (stats_shard(): its
--- connection's own of the first 8 if free, else any free one, else a new one) and keeps it to
--- its end; only the holder of a shard writes its rows of stats_counts. So concurrent
--- notifications never queue on a counter row, and never deadlock over one: a writer that holds
--- a shard waits for nothing of the counters' (a shard taken while holding a group's lock, and
--- then waited for by a notification of another group holding an alert row the first wants,
--- deadlocked). The shards are as many as transactions ever changed counts at once (8 from the
--- start): a read sums that bounded number of rows.
+-- connection's own of the first 8 if free, else any free one, else a new one), without
+-- waiting, and keeps it to its end; only the holder of a shard writes its rows. So concurrent
+-- notifications never queue on a counter row, and never deadlock over one (with a shard per
+-- connection, an expiry holding a shard and waiting for an alert row deadlocked with a
+-- notification of another group holding that row and waiting for the shard). The shards are
+-- as many as transactions ever changed counts at once (8 from the start): a read sums that
+-- bounded number of rows.
 
 -- A shard's counts of occurrences by status and of incidents by status, with the sums behind
 -- the mean times: seconds from triggered_at to first_acknowledged_at over the incidents with
