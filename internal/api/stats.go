@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/terdut-server/terdut-server/internal/store"
 )
 
 // The statistics (../shared/incident-contract.md): read from counters the database keeps, so
@@ -94,51 +96,39 @@ func topLimit(r *http.Request) (int, error) {
 }
 
 func (s *server) handleTopAlerts() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return countsHandler(s, func(r *http.Request) ([]store.Count, error) {
 		limit, err := topLimit(r)
 		if err != nil {
-			s.writeError(w, r, err)
-			return
+			return nil, err
 		}
-		top, err := s.store.TopAlerts(r.Context(), limit)
-		if err != nil {
-			s.writeError(w, r, err)
-			return
-		}
-		out := make([]topAlertJSON, len(top))
-		for i, c := range top {
-			out[i] = topAlertJSON{Name: c.Key, Count: c.Count}
-		}
-		writeJSON(w, http.StatusOK, out)
-	})
+		return s.store.TopAlerts(r.Context(), limit)
+	}, func(c store.Count) topAlertJSON { return topAlertJSON{Name: c.Key, Count: c.Count} })
 }
 
 func (s *server) handleAlertsByHour() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		hours, err := s.store.AlertsByHour(r.Context())
-		if err != nil {
-			s.writeError(w, r, err)
-			return
-		}
-		out := make([]hourJSON, len(hours))
-		for i, c := range hours {
-			out[i] = hourJSON{Hour: number(c.Key), Count: c.Count}
-		}
-		writeJSON(w, http.StatusOK, out)
-	})
+	return countsHandler(s, func(r *http.Request) ([]store.Count, error) { return s.store.AlertsByHour(r.Context()) },
+		func(c store.Count) hourJSON { return hourJSON{Hour: number(c.Key), Count: c.Count} })
 }
 
 func (s *server) handleAlertsByDay() http.Handler {
+	return countsHandler(s, func(r *http.Request) ([]store.Count, error) { return s.store.AlertsByDay(r.Context()) },
+		func(c store.Count) dayJSON {
+			day := number(c.Key)
+			return dayJSON{Day: day, DayName: time.Weekday(day % 7).String(), Count: c.Count}
+		})
+}
+
+// countsHandler answers the list of counts read answers, each as conv writes it ([] for none).
+func countsHandler[T any](s *server, read func(r *http.Request) ([]store.Count, error), conv func(store.Count) T) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		days, err := s.store.AlertsByDay(r.Context())
+		counts, err := read(r)
 		if err != nil {
 			s.writeError(w, r, err)
 			return
 		}
-		out := make([]dayJSON, len(days))
-		for i, c := range days {
-			day := number(c.Key)
-			out[i] = dayJSON{Day: day, DayName: time.Weekday(day % 7).String(), Count: c.Count}
+		out := make([]T, len(counts))
+		for i, c := range counts {
+			out[i] = conv(c)
 		}
 		writeJSON(w, http.StatusOK, out)
 	})

@@ -48,16 +48,15 @@ var (
 // APIKeyLookup is the API-key lookup st makes in its statement mode.
 func APIKeyLookup(ctx context.Context, st *Store) (string, error) { return st.apiKeyLookup(ctx) }
 
-// StatsStatements are the statistics' statements (stats.go), as SQL and arguments.
-func StatsStatements() map[string]struct {
+// Statement is a statement the store runs, and its arguments.
+type Statement struct {
 	SQL  string
 	Args []any
-} {
-	type statement = struct {
-		SQL  string
-		Args []any
-	}
-	return map[string]statement{
+}
+
+// StatsStatements are the statistics' statements (stats.go).
+func StatsStatements() map[string]Statement {
+	return map[string]Statement{
 		"alerts":    {alertStatsSQL, nil},
 		"incidents": {incidentStatsSQL, nil},
 		"top":       {countsSQL, []any{"name", 10}},
@@ -68,15 +67,8 @@ func StatsStatements() map[string]struct {
 
 // RetentionStatements are Retain's statements that find what to delete, with their arguments
 // for olderThan and a batch.
-func RetentionStatements(olderThan time.Duration, batch int) map[string]struct {
-	SQL  string
-	Args []any
-} {
-	type statement = struct {
-		SQL  string
-		Args []any
-	}
-	return map[string]statement{
+func RetentionStatements(olderThan time.Duration, batch int) map[string]Statement {
+	return map[string]Statement{
 		"incidents": {retainIncidentsSQL(batch), []any{olderThan, occurrencesPerIncident * batch}},
 		"alerts":    {retainAlertsSQL(batch), []any{olderThan}},
 	}

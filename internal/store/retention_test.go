@@ -51,8 +51,7 @@ func TestRetain_Exact(t *testing.T) {
 	ctx := context.Background()
 	st := mustStore(t)
 	c := mustIntegration(t, st, "prod")
-	alice := mustUser(t, st, "alice", store.RoleMember)
-	a := store.Worker{ID: alice.ID, Username: alice.Username}
+	a := mustWorker(t, st, "alice")
 	open := func(key string, alerts ...store.NotifiedAlert) int64 {
 		t.Helper()
 		return mustIngest(t, st, c, group(key, alerts...)).IncidentID

@@ -182,6 +182,13 @@ func TestStats_Quiet(t *testing.T) {
 	}
 }
 
+// mustWorker creates a member and returns them as the timeline names them.
+func mustWorker(tb testing.TB, st *store.Store, username string) store.Worker {
+	tb.Helper()
+	u := mustUser(tb, st, username, store.RoleMember)
+	return store.Worker{ID: u.ID, Username: u.Username}
+}
+
 // spread is the start of the i-th alert of the statistics' data set: spread over hours and
 // weekdays.
 func spread(i int) time.Time {
@@ -197,10 +204,7 @@ func TestStats_AgainstReference(t *testing.T) {
 	ctx := context.Background()
 	st := mustStore(t)
 	c := mustIntegration(t, st, "prod")
-	alice := mustUser(t, st, "alice", store.RoleMember)
-	bob := mustUser(t, st, "bob", store.RoleMember)
-	a := store.Worker{ID: alice.ID, Username: alice.Username}
-	b := store.Worker{ID: bob.ID, Username: bob.Username}
+	a, b := mustWorker(t, st, "alice"), mustWorker(t, st, "bob")
 	names := []string{"CPU", "Disk", "Mem", "Net", "Disk"}
 
 	// Six groups of three to five alerts, spread over hours and days.
@@ -241,7 +245,7 @@ func TestStats_AgainstReference(t *testing.T) {
 		t.Fatalf("an unacknowledge keeps the first acknowledgement in the mean: got %s", v)
 	}
 	must(st.Acknowledge(ctx, ids[1], b)) // again: the first one still counts
-	must(st.Assign(ctx, ids[3], bob.ID))
+	must(st.Assign(ctx, ids[3], b.ID))
 	must(st.Snooze(ctx, ids[3], time.Hour, a))
 	assertStatsMatch(t, st, "acknowledged again, assigned, snoozed")
 
@@ -286,7 +290,7 @@ func TestStats_AgainstReference(t *testing.T) {
 	if err := st.Unarchive(ctx, ids[4]); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.DeleteUser(ctx, bob.ID); err != nil {
+	if err := st.DeleteUser(ctx, b.ID); err != nil {
 		t.Fatal(err)
 	}
 	renamed := groups[1][0]
@@ -337,8 +341,7 @@ func TestStats_ConcurrentReplicas(t *testing.T) {
 	dbURL := pgtest.MustDatabase(t)
 	replicas := []*store.Store{mustOpen(t, dbURL), mustOpen(t, dbURL), mustOpen(t, dbURL)}
 	c := mustIntegration(t, replicas[0], "prod")
-	alice := mustUser(t, replicas[0], "alice", store.RoleMember)
-	a := store.Worker{ID: alice.ID, Username: alice.Username}
+	a := mustWorker(t, replicas[0], "alice")
 	names := []string{"CPU", "Disk", "Mem", "Net"}
 	fail := func(round int, what string, err error) {
 		if err != nil && !errors.Is(err, store.ErrIncidentResolved) {
@@ -412,7 +415,7 @@ func TestStats_Backfill(t *testing.T) {
 	mustMigrateTo(t, mustGoose(t, url), 21)
 	st := mustOpen(t, url)
 	c := mustIntegration(t, st, "prod")
-	alice := mustUser(t, st, "alice", store.RoleMember)
+	a := mustWorker(t, st, "alice")
 	for g := range 4 {
 		var alerts []store.NotifiedAlert
 		for i := range 3 {
@@ -420,7 +423,7 @@ func TestStats_Backfill(t *testing.T) {
 		}
 		id := mustIngest(t, st, c, group(fmt.Sprintf("g%d", g), alerts...)).IncidentID
 		if g%2 == 0 {
-			if _, err := st.Acknowledge(ctx, id, store.Worker{ID: alice.ID, Username: alice.Username}); err != nil {
+			if _, err := st.Acknowledge(ctx, id, a); err != nil {
 				t.Fatal(err)
 			}
 		}
