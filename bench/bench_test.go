@@ -36,7 +36,8 @@ func TestRun(t *testing.T) {
 		noCPURatio := map[string]bool{"contested_p99": true, "signin_flood_p99": true, "scale_apikey": true, "scale_signin": true,
 			"scale_users_page": true, "scale_audit_actor": true, "scale_audit_event_prefix": true, "scale_users_stream": true,
 			"scale_users_stream_memory": true, "scale_sweep": true, "scale_incidents_queue": true, "scale_alerts_feed": true,
-			"scale_incident_timeline": true, "scale_incidents_memory": true,
+			"scale_incident_timeline": true, "scale_incidents_memory": true, "scale_stats_alerts": true,
+			"scale_stats_incidents": true, "scale_stats_top": true, "scale_stats_by_hour": true, "scale_stats_by_day": true,
 			"ingest_storm": true, "ingest_storm_memory": true, "ingest_storm_incident": true,
 			"apikey_cpu_vs_floor_c8": true, "apikey_cpu_vs_floor_c32": true,
 			"apikey_access_log_cpu_c8": true, "apikey_access_log_cpu_c32": true}

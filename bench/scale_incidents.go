@@ -51,6 +51,11 @@ var incidentEndpoints = []scaleEndpoint[*incidentSide]{
 			}
 			return out
 		}},
+	{"scale_stats_alerts", "GET /api/stats/alerts/s", scaleClients, incidentGET("/api/stats/alerts")},
+	{"scale_stats_incidents", "GET /api/stats/incidents/s", scaleClients, incidentGET("/api/stats/incidents")},
+	{"scale_stats_top", "GET /api/stats/alerts/top?limit=10/s", scaleClients, incidentGET("/api/stats/alerts/top?limit=10")},
+	{"scale_stats_by_hour", "GET /api/stats/alerts/by-hour/s", scaleClients, incidentGET("/api/stats/alerts/by-hour")},
+	{"scale_stats_by_day", "GET /api/stats/alerts/by-day/s", scaleClients, incidentGET("/api/stats/alerts/by-day")},
 }
 
 // scaleIncidents measures the incident half's figures (see the comment at the top of this file).

@@ -19,6 +19,7 @@ var (
 	scaleKeys = []string{"scale_apikey", "scale_signin", "scale_users_page", "scale_audit_actor",
 		"scale_audit_event_prefix", "scale_users_stream", "scale_users_stream_memory", "scale_sweep"}
 	scaleIncidentKeys = []string{"scale_incidents_queue", "scale_alerts_feed", "scale_incident_timeline",
+		"scale_stats_alerts", "scale_stats_incidents", "scale_stats_top", "scale_stats_by_hour", "scale_stats_by_day",
 		"scale_webhook_refresh", "scale_incidents_memory"}
 )
 

@@ -63,10 +63,13 @@ type Config struct {
 	// ExpiryInterval is how often firing alerts their integration stopped reporting are
 	// resolved (store.ExpireAlerts); WebhookMaxBytes bounds a notification's body;
 	// AssignOnCall gives each new incident to the day's on-call person (store.SetAssignOnCall).
-	ExpiryInterval    time.Duration
-	WebhookMaxBytes   int64
-	AssignOnCall      bool
-	AuditRetention    time.Duration
+	ExpiryInterval  time.Duration
+	WebhookMaxBytes int64
+	AssignOnCall    bool
+	AuditRetention  time.Duration
+	// Retention is how long resolved incidents, their events and occurrences, and alerts
+	// left with no occurrence are kept (store.Retain); 0: for ever.
+	Retention         time.Duration
 	AccessLog         bool
 	AccessLogInterval time.Duration
 	LogLevel          slog.Level
@@ -119,6 +122,7 @@ func parseConfig(name string, args []string, getenv func(string) string, stdout 
 	fs.BoolVar(&c.AssignOnCall, "assign-on-call", true, "give each new incident to the person on call today (UTC) in the schedule (GET /api/schedule/current); false: new incidents open unassigned")
 	fs.DurationVar(&c.SweepInterval, "sweep-interval", 15*time.Minute, "how often to delete dead sessions, keys and sign-ins, and audit events past --audit-retention")
 	fs.DurationVar(&c.AuditRetention, "audit-retention", 8760*time.Hour, "how long the audit of administrative actions keeps a row (at least 24h); 0: for ever")
+	fs.DurationVar(&c.Retention, "retention", 9600*time.Hour, "how long a resolved incident (with its timeline and occurrences) and an alert with no occurrence left are kept, from its resolution or last report (at least 24h); 0: for ever")
 	fs.BoolVar(&c.AccessLog, "access-log", true, "log a line for every request")
 	fs.DurationVar(&c.AccessLogInterval, "access-log-interval", 100*time.Millisecond, "how long an access line may wait to be written with others (what a crash can lose); 0: each at once")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
@@ -217,6 +221,9 @@ func (c Config) validate() error {
 	}
 	if c.AuditRetention != 0 && c.AuditRetention < 24*time.Hour {
 		problems = append(problems, fmt.Sprintf("--audit-retention %s: use 0 (keep every row) or at least 24h", c.AuditRetention))
+	}
+	if c.Retention != 0 && c.Retention < 24*time.Hour {
+		problems = append(problems, fmt.Sprintf("--retention %s: use 0 (keep every incident and alert) or at least 24h", c.Retention))
 	}
 	if c.LoginRatePerIP < 0 {
 		problems = append(problems, fmt.Sprintf("--login-rate-per-ip %d: use 0 (no limit) or more", c.LoginRatePerIP))

@@ -31,7 +31,7 @@ func defaultConfig() (Config, string) {
 			ReviewCAFile: defaultServiceAccountCAFile},
 		OIDCPendingLimit: 10000, APIKeysPerUser: 100, SSOAPIKeyMaxTTL: 2160 * time.Hour, SweepInterval: 15 * time.Minute,
 		ExpiryInterval: time.Minute, WebhookMaxBytes: 32 << 20, AssignOnCall: true,
-		LoginRatePerIP: 20, ForwardedHeader: "X-Forwarded-For", SSOKeySignIn: 15 * time.Minute, AuditRetention: 8760 * time.Hour, AccessLog: true,
+		LoginRatePerIP: 20, ForwardedHeader: "X-Forwarded-For", SSOKeySignIn: 15 * time.Minute, AuditRetention: 8760 * time.Hour, Retention: 9600 * time.Hour, AccessLog: true,
 		AccessLogInterval: 100 * time.Millisecond}, "http://localhost:8080"
 }
 
@@ -58,6 +58,10 @@ func TestParseConfig(t *testing.T) {
 			want: func(c *Config, _ *string) { c.AccessLogInterval = 0 }},
 		{name: "AuditSettingsEnv", env: env{"TERDUT_DATABASE_URL": testDB, "TERDUT_AUDIT_RETENTION": "48h"},
 			want: func(c *Config, _ *string) { c.AuditRetention = 48 * time.Hour }},
+		{name: "RetentionOff", env: env{"TERDUT_DATABASE_URL": testDB, "TERDUT_RETENTION": "0"},
+			want: func(c *Config, _ *string) { c.Retention = 0 }},
+		{name: "Retention", args: []string{"--retention", "720h"}, env: env{"TERDUT_DATABASE_URL": testDB},
+			want: func(c *Config, _ *string) { c.Retention = 720 * time.Hour }},
 		{name: "Flags", args: []string{"--database-url", testDB, "--listen", "127.0.0.1:9000",
 			"--public-url", "https://terdut.example.com/", "--bootstrap-gate=false", "--operator-token-file", "/run/token",
 			"--bootstrap-reset-limit", "2", "--bootstrap-reset-window", "10m", "--password-login=false",
@@ -273,6 +277,8 @@ func TestParseConfig_Invalid(t *testing.T) {
 		{name: "ErrArgument", args: []string{"--listen", ":1", "extra"}, env: db, want: []string{`unexpected argument "extra"`}},
 		{name: "ErrFlagValue", args: []string{"--session-ttl", "forever"}, env: db, want: []string{"-session-ttl", "forever"}},
 		{name: "ErrAuditRetention", args: []string{"--audit-retention", "1h"}, env: db, want: []string{"--audit-retention 1h0m0s", "at least 24h"}},
+		{name: "ErrRetention", args: []string{"--retention", "23h"}, env: db, want: []string{"--retention 23h0m0s", "at least 24h"}},
+		{name: "ErrRetentionNegative", env: env{"TERDUT_DATABASE_URL": testDB, "TERDUT_RETENTION": "-1h"}, want: []string{"--retention -1h0m0s", "at least 24h"}},
 		{name: "ErrEnvDuration", env: env{"TERDUT_DATABASE_URL": testDB, "TERDUT_SESSION_TTL": "forever"}, want: []string{"TERDUT_SESSION_TTL", "forever"}},
 		{name: "ErrEnvBool", env: env{"TERDUT_DATABASE_URL": testDB, "TERDUT_BOOTSTRAP_GATE": "maybe"}, want: []string{"TERDUT_BOOTSTRAP_GATE", "maybe"}},
 		{name: "ErrEnvInt", env: env{"TERDUT_DATABASE_URL": testDB, "TERDUT_PASSWORD_HASH_COST": "high"}, want: []string{"TERDUT_PASSWORD_HASH_COST"}},

@@ -49,7 +49,7 @@ var serveGroups = []flagGroup{
 		"oidc-endpoint-origins", "oidc-pending-limit", "sso-key-sign-in-window"}},
 	{"Limits", []string{"api-keys-per-user", "sso-api-key-max-ttl"}},
 	{"Alertmanager", []string{"webhook-max-bytes", "alert-expiry-interval", "assign-on-call"}},
-	{"Housekeeping", []string{"sweep-interval", "audit-retention"}},
+	{"Housekeeping", []string{"sweep-interval", "audit-retention", "retention"}},
 	{"Logging", []string{"log-level", "access-log", "access-log-interval"}},
 }
 

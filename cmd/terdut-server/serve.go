@@ -124,6 +124,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	printNextSteps(ctx, stdout, st, cfg, claimURL, tokens, identity)
 	defer startHousekeeping(ctx, st, cfg, log)()
 	defer startExpiry(ctx, st, cfg.ExpiryInterval, reg, log)()
+	defer startRetention(ctx, st, cfg.Retention, dailyRetention, reg, log)()
 	return serveAll(ctx, ports, cfg.ShutdownTimeout, log)
 }
 

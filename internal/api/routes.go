@@ -86,6 +86,12 @@ func (s *server) routes(split bool) (people, operator http.Handler) {
 		r.Method(http.MethodGet, "/api/schedule/current", s.handleScheduleCurrent())
 		r.Method(http.MethodPost, "/api/schedule", s.handleScheduleAssign())
 		r.Method(http.MethodDelete, "/api/schedule/{id}", s.handleScheduleDelete())
+		// Statistics: any signed-in person.
+		r.Method(http.MethodGet, "/api/stats/alerts", s.handleAlertStats())
+		r.Method(http.MethodGet, "/api/stats/alerts/top", s.handleTopAlerts())
+		r.Method(http.MethodGet, "/api/stats/alerts/by-hour", s.handleAlertsByHour())
+		r.Method(http.MethodGet, "/api/stats/alerts/by-day", s.handleAlertsByDay())
+		r.Method(http.MethodGet, "/api/stats/incidents", s.handleIncidentStats())
 		// The roster for members (whom to assign), the full list for admins.
 		r.Method(http.MethodGet, "/api/users", s.handleUserList())
 

@@ -94,6 +94,11 @@ type Store interface {
 	OnCall(ctx context.Context) (store.ScheduleEntry, error)
 	AssignSchedule(ctx context.Context, a store.ScheduleAssignment) (store.ScheduleChange, error)
 	DeleteScheduleEntry(ctx context.Context, id, onlyOf int64) (store.ScheduleEntry, error)
+	AlertStats(ctx context.Context) (store.AlertStats, error)
+	IncidentStats(ctx context.Context) (store.IncidentStats, error)
+	TopAlerts(ctx context.Context, limit int) ([]store.Count, error)
+	AlertsByHour(ctx context.Context) ([]store.Count, error)
+	AlertsByDay(ctx context.Context) ([]store.Count, error)
 }
 
 // Options configures the API.

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"time"
 )
 
 // The statements the plan tests (plans_test.go) explain: what the store runs, as it runs it.
@@ -56,4 +57,30 @@ var IngestLookups = map[string]struct{ SQL, Index string }{
 	"find occurrences":    {findOccurrencesSQL, "incident_alerts_occurrence_key"},
 	"join":                {joinSQL, "alerts_integration_fingerprint_key"},
 	"resolve occurrences": {resolveOccurrencesSQL, "incident_alerts_pkey"},
+}
+
+// Statement is a statement the store runs, and its arguments.
+type Statement struct {
+	SQL  string
+	Args []any
+}
+
+// StatsStatements are the statistics' statements (stats.go).
+func StatsStatements() map[string]Statement {
+	return map[string]Statement{
+		"alerts":    {alertStatsSQL, nil},
+		"incidents": {incidentStatsSQL, nil},
+		"top":       {countsSQL, []any{"name", 10}},
+		"by hour":   {countsSQL, []any{"hour", 24}},
+		"by day":    {countsSQL, []any{"day", 7}},
+	}
+}
+
+// RetentionStatements are Retain's statements that find what to delete, with their arguments
+// for olderThan and a batch.
+func RetentionStatements(olderThan time.Duration, batch int) map[string]Statement {
+	return map[string]Statement{
+		"incidents": {retainIncidentsSQL(batch), []any{olderThan, occurrencesPerIncident * batch}},
+		"alerts":    {retainAlertsSQL(batch), []any{olderThan}},
+	}
 }

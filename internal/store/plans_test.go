@@ -410,3 +410,72 @@ func TestPlans_IngestLookups(t *testing.T) {
 		})
 	}
 }
+
+// TestPlans_Stats holds the statistics' promise (issue 39): each reads the counters alone,
+// never incidents, incident_alerts or alerts, however many rows those hold; and the counters'
+// rows are as many as the names, hours and days, not the occurrences. Retention's batches are
+// found on indexes.
+func TestPlans_Stats(t *testing.T) {
+	st := mustStore(t)
+	var integration int64
+	if err := st.Pool().QueryRow(context.Background(), `INSERT INTO integrations (name) VALUES ('plans') RETURNING id`).
+		Scan(&integration); err != nil {
+		t.Fatal(err)
+	}
+	// planRows alerts of 50 names, each firing in one of planRows/10 incidents, a third resolved,
+	// written in bulk (each statement is one change of the counters).
+	mustExec(t, st, `INSERT INTO alerts (integration_id, fingerprint, name, status, labels, annotations, starts_at, received_at)
+		SELECT $1, 'fp' || i, 'Alert' || i % 50, 'firing', '{}', '{}', now() - i * interval '7 minutes', now()
+		FROM generate_series(1, $2) i`, integration, planRows)
+	mustExec(t, st, `INSERT INTO incidents (integration_id, group_key, title, group_labels, status)
+		SELECT $1, 'g' || i, 'title', '{}', 'triggered' FROM generate_series(1, $2) i`, integration, planRows/10)
+	mustExec(t, st, `INSERT INTO incident_alerts (incident_id, alert_id, group_key, starts_at, status)
+		SELECT i.id, a.id, i.group_key, a.starts_at, 'firing'
+		FROM alerts a JOIN incidents i ON i.id = (a.id - 1) % ($1 / 10) + (SELECT min(id) FROM incidents)`, planRows)
+	mustExec(t, st, `UPDATE incident_alerts SET status = 'resolved', ends_at = now(), resolution_source = 'alertmanager' WHERE id % 3 = 0`)
+	mustExec(t, st, `UPDATE incidents SET status = 'resolved', resolved_at = now(), resolution_source = 'manual' WHERE id % 4 = 0`)
+	mustExec(t, st, `ANALYZE alerts, incidents, incident_alerts, stats_shards, stats_counts`)
+	assertStatsMatch(t, st, "filled")
+	if n := mustCount(t, st, `SELECT count(*) FROM stats_counts`); n > 8*(50+24+7) {
+		t.Fatalf("got %d rows of counts for 50 names, 24 hours and 7 days, want at most %d", n, 8*(50+24+7))
+	}
+	pool := st.Pool()
+	// Retention finds its batches on indexes: the oldest resolutions, the alerts of no incident.
+	mustExec(t, st, `UPDATE incidents SET resolved_at = now() - interval '500 days' WHERE id % 40 = 0`)
+	mustExec(t, st, `UPDATE alerts a SET incident_id = CASE WHEN a.id % 100 <> 0 THEN o.incident_id END
+		FROM incident_alerts o WHERE o.alert_id = a.id`)
+	mustExec(t, st, `ANALYZE alerts, incidents`)
+	retain := store.RetentionStatements(400*24*time.Hour, 1000)
+	t.Run("retain incidents", func(t *testing.T) {
+		assertIndexed(t, pool, "incidents_resolved_at_idx", retain["incidents"].SQL, retain["incidents"].Args...)
+		// The firing occurrences are looked up per incident, never all read.
+		for _, generic := range []bool{false, true} {
+			scans := explain(t, pool, generic, retain["incidents"].SQL, retain["incidents"].Args...).scans()
+			if !slices.Contains(scans, "Index Only Scan on incident_alerts using incident_alerts_incident_idx") &&
+				!slices.Contains(scans, "Index Scan on incident_alerts using incident_alerts_incident_idx") {
+				t.Errorf("generic %v: got scans %q, want incident_alerts_incident_idx for the firing ones", generic, scans)
+			}
+			if slices.ContainsFunc(scans, func(s string) bool { return strings.HasSuffix(s, "incident_alerts_expiry_idx") }) {
+				t.Errorf("generic %v: got scans %q, want none of every firing occurrence", generic, scans)
+			}
+		}
+	})
+	t.Run("retain alerts", func(t *testing.T) {
+		assertIndexed(t, pool, "alerts_incident_idx", retain["alerts"].SQL, retain["alerts"].Args...)
+	})
+	for name, s := range store.StatsStatements() {
+		t.Run(name, func(t *testing.T) {
+			for _, generic := range []bool{false, true} {
+				scans := explain(t, pool, generic, s.SQL, s.Args...).scans()
+				for _, scan := range scans {
+					if !strings.Contains(scan, " on stats_shards") && !strings.Contains(scan, " on stats_counts") {
+						t.Errorf("generic %v: got scans %q, want the counters' tables alone", generic, scans)
+					}
+				}
+				if len(scans) == 0 {
+					t.Errorf("generic %v: no scan in the plan: is it being read?", generic)
+				}
+			}
+		})
+	}
+}
