@@ -13,7 +13,8 @@ package bench
 //     (k - 1) % groups, four incidents a group, 45 days apart; its first three alerts are the
 //     group's own (the same fingerprints in each of its incidents), the rest new ones (pods);
 //   - triggered_at spreads the incidents evenly over 180 days up to two hours ago, at every
-//     hour of the day and every weekday; the newest loadOpen incidents are open (one of three
+//     weekday; its hour of the day is a function of k alone (k * 7 mod 24), so that both sides
+//     start occurrences in all 24 hours whatever the time the load runs at; the newest loadOpen incidents are open (one of three
 //     acknowledged, four snoozed), every other one resolved (one in ten by hand, the rest when
 //     its last alert stopped), a fifth of those older than a week archived;
 //   - the timeline is what the server writes: triggered, alert_added for each occurrence,
@@ -53,11 +54,15 @@ const loadIncidentPlanSQL = `CREATE TEMP TABLE plan_i AS
 				ELSE (` + loadSizes + `)[((k - 1) % 100 - 5) % 19 + 1] END AS size,
 			hashint4(k) & 2147483647 AS h
 		FROM generate_series(1, $1::int) k
+	), dated AS (
+		SELECT *, date_trunc('day', now() - interval '2 hours' - (n_i - k + 1) * (interval '180 days' / n_i)
+				+ (h % 1000) * (interval '180 days' / n_i / 1000), 'UTC')
+			+ (k * 7 % 24) * interval '1 hour' + (h % 3600) * interval '1 second' AS at
+		FROM sized
 	), timed AS (
 		SELECT *, (k - 1) % n_g AS g, k > n_i - $3::int AS open,
-			now() - interval '2 hours' - (n_i - k + 1) * (interval '180 days' / n_i)
-				+ (h % 1000) * (interval '180 days' / n_i / 1000) AS t
-		FROM sized
+			CASE WHEN at > now() - interval '2 hours' THEN at - interval '1 day' ELSE at END AS t
+		FROM dated
 	), planned AS (
 		SELECT *,
 			sum(greatest(size - 3, 0)) OVER (ORDER BY k) - greatest(size - 3, 0) AS fresh_before,
