@@ -178,11 +178,11 @@ node:
 # people and at a million (the scale side), the incident domain's at a thousand alert occurrences and
 # at a million (its incident half, scale-incidents), and Alertmanager's webhook against the floor's
 # (the ingest side). It prints a table and writes the same figures to
-# bench/out/results.json; a missed goal is reported, not an error. About 17 minutes.
+# bench/out/results.json; a missed goal is reported, not an error. About 20 minutes.
 .PHONY: bench
 # SIDES names the sides to measure, comma-separated (gate, apikey, contest, flood, pooler,
 # scale, scale-incidents, ingest), such as make bench SIDES=pooler; empty: every side.
-# SIDES=scale-incidents takes about 4 minutes.
+# SIDES=scale-incidents takes about 7.5 minutes.
 SIDES ?=
 bench:
 	TERDUT_BENCH_SIDES=$(SIDES) $(GO) test -run '^$$' -bench '^BenchmarkReport$$' -benchtime 1x -count 1 -timeout 30m ./bench

@@ -12,11 +12,12 @@ package bench
 //   - the incidents of a group (alertname and namespace) recur: incident k is of group
 //     (k - 1) % groups, four incidents a group, 45 days apart; its first three alerts are the
 //     group's own (the same fingerprints in each of its incidents), the rest new ones (pods);
-//   - triggered_at spreads the incidents evenly over 180 days up to two hours ago, at every
-//     weekday; its hour of the day is a function of k alone (k * 7 mod 24), so that both sides
-//     start occurrences in all 24 hours whatever the time the load runs at; the newest loadOpen incidents are open (one of three
-//     acknowledged, four snoozed), every other one resolved (one in ten by hand, the rest when
-//     its last alert stopped), a fifth of those older than a week archived;
+//   - triggered_at spreads the incidents' days evenly over 180 days, every weekday, the newest
+//     at least two hours ago; its hour of the day is k alone (k * 7 mod 24), so that both sides
+//     start occurrences in all 24 hours whatever the time the load runs at (dated, timed);
+//   - the newest loadOpen incidents are open (one of three acknowledged, four snoozed), every
+//     other one resolved (one in ten by hand, the rest when its last alert stopped), a fifth of
+//     those older than a week archived;
 //   - the timeline is what the server writes: triggered, alert_added for each occurrence,
 //     assigned, acknowledged (and unacknowledged), snoozed, notes, alert_resolved for each
 //     occurrence that stopped (some by expiry), resolved, in order of time.
