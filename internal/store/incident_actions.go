@@ -178,12 +178,14 @@ func (s *Store) Unarchive(ctx context.Context, id int64) error {
 }
 
 // AddNote appends by's note (checked by the caller: 1 to 4,000 characters) to an incident's
-// timeline, resolved or not, and returns it.
+// timeline, resolved or not, and returns it. The incident is held (FOR KEY SHARE) until the
+// note is committed: retention, which locks what it deletes, then deletes the note with it or
+// finds the incident gone first (ErrNotFound).
 func (s *Store) AddNote(ctx context.Context, id int64, content string, by Worker) (IncidentEvent, error) {
 	var e IncidentEvent
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		err := tx.QueryRow(ctx, `INSERT INTO incident_events (incident_id, type, user_id, username, detail)
-			SELECT id, 'note', $2, $3, $4 FROM incidents WHERE id = $1
+			SELECT id, 'note', $2, $3, $4 FROM incidents WHERE id = $1 FOR KEY SHARE
 			RETURNING `+incidentEventColumns, id, by.ID, by.Username, content).
 			Scan(&e.ID, &e.IncidentID, &e.Type, &e.UserID, &e.Username, &e.AlertID, &e.Detail, &e.CreatedAt)
 		if errors.Is(err, pgx.ErrNoRows) {

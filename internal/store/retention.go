@@ -23,36 +23,40 @@ type RetentionResult struct {
 // batch, unless its first incident alone holds more.
 const occurrencesPerIncident = 10
 
-// retainIncidentsSQL deletes, in one statement, a batch of the resolved incidents resolved
-// before now() - $1, none of whose occurrences still fires (a manual resolution leaves them
-// firing: deleting the incident would open a new one for them at their next report), with
-// their events and occurrences: at most batch incidents, oldest resolution first, holding at
-// most $2 occurrences (their alert_count), unless the first alone holds more. Replicas skip
-// each other's batches. The batch is written into the statement, so that its generic plan,
-// too, reads the index of resolutions for that many (as a parameter, the planner guesses a
-// tenth of the table and scans it); the firing occurrences are looked up per incident. It
-// answers the incidents, occurrences and events deleted, and how many incidents it chose
-// from (a full batch: there may be more).
+// retainIncidentsSQL locks a batch of the resolved incidents resolved before now() - $1, none
+// of whose occurrences still fires (a manual resolution leaves them firing: deleting the
+// incident would open a new one for them at their next report): at most batch incidents,
+// oldest resolution first, holding at most $2 occurrences (their alert_count), unless the
+// first alone holds more. Replicas skip each other's batches, and incidents a person's action
+// or note holds. The batch is written into the statement, so that its generic plan, too,
+// reads the index of resolutions for that many (as a parameter, the planner guesses a tenth
+// of the table and scans it); the firing occurrences are looked up per incident. It answers
+// the incidents to delete, and how many it chose from (a full batch: there may be more).
 func retainIncidentsSQL(batch int) string {
 	return `WITH candidates AS (
 		SELECT id, resolved_at, alert_count FROM incidents i
 		WHERE resolved_at < now() - $1::interval
 			AND (SELECT o.id FROM incident_alerts o WHERE o.incident_id = i.id AND o.status = 'firing' LIMIT 1) IS NULL
 		ORDER BY resolved_at, id LIMIT ` + strconv.Itoa(batch) + ` FOR UPDATE SKIP LOCKED
-	), doomed AS (
-		SELECT id FROM (SELECT id, alert_count,
-			pg_catalog.sum(alert_count) OVER (ORDER BY resolved_at, id) AS running FROM candidates) c
-		WHERE running <= $2 OR running = alert_count
-	), events AS (
-		DELETE FROM incident_events e USING doomed d WHERE e.incident_id = d.id RETURNING 1
-	), occurrences AS (
-		DELETE FROM incident_alerts o USING doomed d WHERE o.incident_id = d.id RETURNING 1
-	), gone AS (
-		DELETE FROM incidents i USING doomed d WHERE i.id = d.id RETURNING 1
 	)
-	SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM occurrences), (SELECT count(*) FROM events),
+	SELECT ARRAY(SELECT id FROM (SELECT id, alert_count,
+			pg_catalog.sum(alert_count) OVER (ORDER BY resolved_at, id) AS running FROM candidates) c
+			WHERE running <= $2 OR running = alert_count),
 		(SELECT count(*) FROM candidates)`
 }
+
+// deleteIncidentsSQL deletes the incidents $1, locked by retainIncidentsSQL, with their events
+// and occurrences, and answers how many of each went. It runs after the locks are held, so it
+// sees every event committed before (a note written while the incidents were being chosen);
+// one written since waits for this transaction and finds its incident gone.
+const deleteIncidentsSQL = `WITH events AS (
+		DELETE FROM incident_events WHERE incident_id = ANY($1) RETURNING 1
+	), occurrences AS (
+		DELETE FROM incident_alerts WHERE incident_id = ANY($1) RETURNING 1
+	), gone AS (
+		DELETE FROM incidents WHERE id = ANY($1) RETURNING 1
+	)
+	SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM occurrences), (SELECT count(*) FROM events)`
 
 // retainAlertsSQL locks a batch of the alerts that may have no occurrence left: linked to
 // no incident (the last one they were in was deleted, or they never fired) and not reported
@@ -79,8 +83,12 @@ func (s *Store) Retain(ctx context.Context, olderThan time.Duration, batch int) 
 	var res RetentionResult
 	var candidates int64
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		return tx.QueryRow(ctx, retainIncidentsSQL(batch), olderThan, occurrencesPerIncident*batch).
-			Scan(&res.Incidents, &res.Occurrences, &res.Events, &candidates)
+		var doomed []int64
+		err := tx.QueryRow(ctx, retainIncidentsSQL(batch), olderThan, occurrencesPerIncident*batch).Scan(&doomed, &candidates)
+		if err != nil || len(doomed) == 0 {
+			return err
+		}
+		return tx.QueryRow(ctx, deleteIncidentsSQL, doomed).Scan(&res.Incidents, &res.Occurrences, &res.Events)
 	})
 	if err != nil {
 		return RetentionResult{}, wrap(err, "delete old incidents")
