@@ -39,24 +39,18 @@ func digestOf(n Notification, alerts []NotifiedAlert) ([]byte, error) {
 
 // appliedRecently reports whether the group's last applied notification had this digest and was
 // applied within replayWindow; if so, it records the delivery on the integration and its key
-// (at most once a second each, as touchIntegration does), all in one statement.
+// (touchIntegrationSQL) unless their authentication found both recorded within the second.
 func (s *Store) appliedRecently(ctx context.Context, caller IntegrationCaller, groupKey string, digest []byte) (bool, error) {
 	var recent bool
-	err := s.pool.QueryRow(ctx, `WITH d AS (
-			SELECT applied_at >= now() - interval '`+replayWindow+`' AS replay FROM notification_digests
-			WHERE integration_id = $1 AND group_key = $2 AND digest = $3
-		), i AS (
-			UPDATE integrations SET last_delivery_at = now()
-			WHERE id = $1 AND NOT $5 AND EXISTS (SELECT 1 FROM d WHERE replay)
-				AND (last_delivery_at IS NULL OR last_delivery_at < now() - interval '1 second')
-		), k AS (
-			UPDATE integration_keys SET last_used_at = now()
-			WHERE id = $4 AND NOT $5 AND EXISTS (SELECT 1 FROM d WHERE replay)
-				AND (last_used_at IS NULL OR last_used_at < now() - interval '1 second')
-		)
-		SELECT replay FROM d`, caller.IntegrationID, groupKey, digest, caller.KeyID, caller.touchedRecently).Scan(&recent)
-	if errors.Is(err, pgx.ErrNoRows) {
+	err := s.pool.QueryRow(ctx, `SELECT applied_at >= now() - interval '`+replayWindow+`' FROM notification_digests
+		WHERE integration_id = $1 AND group_key = $2 AND digest = $3`, caller.IntegrationID, groupKey, digest).Scan(&recent)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
 		return false, nil
+	case err != nil:
+		return false, wrap(err, "read the group's last notification")
+	case recent && !caller.touchedRecently:
+		_, err = s.pool.Exec(ctx, touchIntegrationSQL, caller.IntegrationID, caller.KeyID)
 	}
-	return recent, wrap(err, "read the group's last notification")
+	return recent, wrap(err, "record the delivery")
 }

@@ -426,3 +426,57 @@ func TestIngest_TruncatedGroupHeldOpen(t *testing.T) {
 		})
 	}
 }
+
+// TestIngest_RecordsDelivery: a notification applied and a replay answered from the group's
+// digest both record the delivery on the integration and its key (what GET /api/integrations
+// shows as the last delivery), once their last record is older than a second; a delivery whose
+// key's authentication found both recorded within the second writes neither.
+func TestIngest_RecordsDelivery(t *testing.T) {
+	ctx := context.Background()
+	st := mustStore(t)
+	_, secret, err := st.CreateIntegration(ctx, store.NewIntegration{Name: "prod"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth := func() store.IntegrationCaller {
+		t.Helper()
+		c, err := st.AuthenticateIntegration(ctx, secret)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	age := func() {
+		mustExec(t, st, `UPDATE integrations SET last_delivery_at = now() - interval '10 seconds'`)
+		mustExec(t, st, `UPDATE integration_keys SET last_used_at = now() - interval '10 seconds'`)
+	}
+	recorded := func(what string) {
+		t.Helper()
+		if n := mustCount(t, st, `SELECT (SELECT count(*) FROM integrations WHERE last_delivery_at > now() - interval '5 seconds')
+				+ (SELECT count(*) FROM integration_keys WHERE last_used_at > now() - interval '5 seconds')`); n != 2 {
+			t.Fatalf("%s: the delivery is recorded on %d of the integration and its key, want both", what, n)
+		}
+	}
+	n := group("g", firing("CPU", "f1", t0))
+	mustIngest(t, st, auth(), n)
+	recorded("applied")
+
+	age()
+	if res := mustIngest(t, st, auth(), n); !res.Replay {
+		t.Fatalf("the same notification again: got %+v, want a replay", res)
+	}
+	recorded("replayed")
+
+	age()
+	mustIngest(t, st, auth(), group("g", firing("CPU", "f1", t0), firing("CPU", "f2", t0)))
+	recorded("applied again")
+
+	// Authenticated while both were recent: the delivery writes neither.
+	c := auth()
+	age()
+	mustIngest(t, st, c, group("g", firing("CPU", "f3", t0)))
+	if n := mustCount(t, st, `SELECT (SELECT count(*) FROM integrations WHERE last_delivery_at > now() - interval '5 seconds')
+			+ (SELECT count(*) FROM integration_keys WHERE last_used_at > now() - interval '5 seconds')`); n != 0 {
+		t.Fatalf("a delivery authenticated within a second of the last record wrote %d of them, want none", n)
+	}
+}
