@@ -3,8 +3,9 @@ package store
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/json"
+	"encoding/binary"
 	"errors"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -19,22 +20,34 @@ import (
 // then differs.
 const replayWindow = "15 seconds"
 
-// digestOf is the SHA-256 of what a notification says, its alerts in the order Ingest applies
-// them (maps encode in the order of their keys).
-func digestOf(n Notification, alerts []NotifiedAlert) ([]byte, error) {
-	b, err := json.Marshal(struct {
-		GroupKey        string
-		Status          string
-		TruncatedAlerts int
-		GroupLabels     map[string]string
-		CommonLabels    map[string]string
-		Alerts          []NotifiedAlert
-	}{n.GroupKey, n.Status, n.TruncatedAlerts, n.GroupLabels, n.CommonLabels, alerts})
-	if err != nil {
-		return nil, err
+// digestOf is the SHA-256 of what a notification says: its group, its status and what it
+// left out, its group's and common labels, and its alerts in the order Ingest applies them
+// (cols, their encoded columns), each field prefixed by its length; times as instants.
+func digestOf(n Notification, alerts []NotifiedAlert, cols alertColumns) []byte {
+	h := sha256.New()
+	var size [binary.MaxVarintLen64]byte
+	var val []byte
+	field := func(b []byte) {
+		h.Write(binary.AppendUvarint(size[:0], uint64(len(b))))
+		h.Write(b)
 	}
-	sum := sha256.Sum256(b)
-	return sum[:], nil
+	instant := func(t time.Time) {
+		val = binary.AppendUvarint(binary.AppendVarint(val[:0], t.Unix()), uint64(t.Nanosecond()))
+		field(val)
+	}
+	field([]byte(n.GroupKey))
+	field([]byte(n.Status))
+	field(binary.AppendVarint(val[:0], int64(n.TruncatedAlerts)))
+	field(appendJSONObject(nil, n.GroupLabels))
+	field(appendJSONObject(nil, n.CommonLabels))
+	for i, a := range alerts {
+		for _, s := range []string{cols.fingerprint[i], cols.status[i], cols.labels[i], cols.annotations[i], cols.generatorURL[i]} {
+			field([]byte(s))
+		}
+		instant(a.StartsAt)
+		instant(a.EndsAt)
+	}
+	return h.Sum(nil)
 }
 
 // appliedRecently reports whether the group's last applied notification had this digest and was

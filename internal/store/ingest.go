@@ -68,17 +68,15 @@ type IngestResult struct {
 // no event. It returns ErrUnavailable for what is worth retrying.
 func (s *Store) Ingest(ctx context.Context, caller IntegrationCaller, n Notification) (IngestResult, error) {
 	alerts := latestCopies(n.Alerts)
-	digest, err := digestOf(n, alerts)
-	if err != nil {
-		return IngestResult{}, fmt.Errorf("digest the notification: %w", err)
-	}
+	cols := encodeAlerts(alerts, time.Now())
+	digest := digestOf(n, alerts, cols)
 	if replay, err := s.appliedRecently(ctx, caller, n.GroupKey, digest); err != nil || replay {
 		return IngestResult{Replay: replay}, err
 	}
 	var res IngestResult
-	err = s.inTx(ctx, func(tx pgx.Tx) error {
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		res = IngestResult{}
-		return ingest(ctx, tx, caller, n, alerts, digest, !s.onCallOff.Load(), &res)
+		return ingest(ctx, tx, caller, n, alerts, cols, digest, !s.onCallOff.Load(), &res)
 	})
 	return res, err
 }
@@ -104,12 +102,13 @@ const refreshAfter = "15 seconds"
 // under its lock; what each copy does is decided here; then every write goes in one batch
 // (ingestWrites).
 func ingest(ctx context.Context, tx pgx.Tx, caller IntegrationCaller, n Notification, alerts []NotifiedAlert,
-	digest []byte, onCall bool, res *IngestResult) error {
+	cols alertColumns, digest []byte, onCall bool, res *IngestResult) error {
 	found, open, err := readGroup(ctx, tx, caller.IntegrationID, n.GroupKey, alerts)
 	if err != nil {
 		return err
 	}
-	w := ingestWrites{integrationID: caller.IntegrationID, groupKey: n.GroupKey, alerts: alerts, found: found, open: open}
+	w := ingestWrites{integrationID: caller.IntegrationID, groupKey: n.GroupKey, alerts: alerts, cols: cols, found: found,
+		open: open}
 	for i, a := range alerts {
 		o, ok := found[i]
 		switch {
@@ -209,32 +208,71 @@ const upsertAlertsSQL = `INSERT INTO alerts AS a (integration_id, fingerprint, n
 const incidentRef = `coalesce($3::bigint, (SELECT id FROM incidents WHERE integration_id = $1 AND group_key = $2
 	AND resolved_at IS NULL))`
 
-// alertArgs are upsertAlertsSQL's arguments $4 to $11: the alerts as columns.
-func alertArgs(alerts []NotifiedAlert) ([]any, error) {
+// alertColumns are a notification's alerts, in the order Ingest applies them, as
+// upsertAlertsSQL's arguments $4 to $11, encoded once for the digest and the upsert: labels
+// and annotations as JSON objects, and a resolution's end (now when Alertmanager left it out).
+type alertColumns struct {
+	fingerprint, name, status, labels, annotations, generatorURL []string
+	startsAt                                                     []time.Time
+	endsAt                                                       []*time.Time
+}
+
+func encodeAlerts(alerts []NotifiedAlert, now time.Time) alertColumns {
 	n := len(alerts)
-	fingerprint, name, status, generatorURL := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	labels, annotations := make([]string, n), make([]string, n)
-	startsAt, endsAt := make([]time.Time, n), make([]*time.Time, n)
+	c := alertColumns{fingerprint: make([]string, n), name: make([]string, n), status: make([]string, n),
+		labels: make([]string, n), annotations: make([]string, n), generatorURL: make([]string, n),
+		startsAt: make([]time.Time, n), endsAt: make([]*time.Time, n)}
+	var buf []byte
 	for i, a := range alerts {
-		l, err := json.Marshal(nonNil(a.Labels))
-		if err != nil {
-			return nil, fmt.Errorf("encode labels: %w", err)
-		}
-		an, err := json.Marshal(nonNil(a.Annotations))
-		if err != nil {
-			return nil, fmt.Errorf("encode annotations: %w", err)
-		}
 		if a.Status == AlertResolved {
 			end := a.EndsAt
 			if end.IsZero() {
-				end = time.Now()
+				end = now
 			}
-			endsAt[i] = &end
+			c.endsAt[i] = &end
 		}
-		fingerprint[i], name[i], status[i], generatorURL[i] = a.Fingerprint, a.Labels["alertname"], a.Status, a.GeneratorURL
-		labels[i], annotations[i], startsAt[i] = string(l), string(an), a.StartsAt
+		buf = appendJSONObject(buf[:0], a.Labels)
+		c.labels[i] = string(buf)
+		buf = appendJSONObject(buf[:0], a.Annotations)
+		c.annotations[i] = string(buf)
+		c.fingerprint[i], c.name[i], c.status[i], c.generatorURL[i] = a.Fingerprint, a.Labels["alertname"], a.Status, a.GeneratorURL
+		c.startsAt[i] = a.StartsAt
 	}
-	return []any{fingerprint, name, status, labels, annotations, startsAt, endsAt, generatorURL}, nil
+	return c
+}
+
+func (c alertColumns) args() []any {
+	return []any{c.fingerprint, c.name, c.status, c.labels, c.annotations, c.startsAt, c.endsAt, c.generatorURL}
+}
+
+// appendJSONObject appends m as a JSON object, its keys in order (as encoding/json writes a
+// map, and with its escapes), nil as {}. A notification's labels and annotations are encoded
+// once each, for the digest and for the row; encoding/json took a reflected sort per map.
+func appendJSONObject(buf []byte, m map[string]string) []byte {
+	buf = append(buf, '{')
+	for i, k := range slices.Sorted(maps.Keys(m)) {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = appendJSONString(buf, k)
+		buf = append(buf, ':')
+		buf = appendJSONString(buf, m[k])
+	}
+	return append(buf, '}')
+}
+
+// appendJSONString appends s quoted: as it is when it is printable ASCII that encoding/json
+// writes unescaped, else as encoding/json writes it.
+func appendJSONString(buf []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s) // a string always encodes
+			return append(buf, q...)
+		}
+	}
+	buf = append(buf, '"')
+	buf = append(buf, s...)
+	return append(buf, '"')
 }
 
 // findOccurrencesSQL finds, for each (fingerprint, startsAt) of a notification, its alert and
@@ -317,10 +355,7 @@ func nonNil(m map[string]string) map[string]string {
 // and is read as it left the day: the incident goes to the day's holder before or after a
 // replacement, never to a deleted person.
 func queueCreateIncident(b *pgx.Batch, integrationID int64, n Notification, first NotifiedAlert, onCall bool, id *int64) error {
-	labels, err := json.Marshal(nonNil(n.GroupLabels))
-	if err != nil {
-		return fmt.Errorf("encode group labels: %w", err)
-	}
+	labels := appendJSONObject(nil, n.GroupLabels)
 	b.Queue(`WITH day AS (
 			SELECT user_id FROM schedule WHERE $5 AND date = `+todayUTC+` FOR SHARE
 		), i AS (

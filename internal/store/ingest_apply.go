@@ -73,6 +73,7 @@ type ingestWrites struct {
 	integrationID          int64
 	groupKey               string
 	alerts                 []NotifiedAlert
+	cols                   alertColumns
 	found                  map[int]occurrence
 	open                   *openIncidentRow // nil: none was open; the batch opens one if anything joins
 	joins, reopen, stopped []int
@@ -97,15 +98,11 @@ func (w *ingestWrites) queue(b *pgx.Batch, n Notification, stale bool, resolved 
 		openID = &w.open.id
 	}
 	ref := []any{w.integrationID, w.groupKey, openID}
-	cols, err := alertArgs(w.alerts)
-	if err != nil {
-		return err
-	}
 	joining := make([]bool, len(w.alerts))
 	for _, i := range w.joins {
 		joining[i] = true
 	}
-	b.Queue(upsertAlertsSQL, slices.Concat(ref, cols, []any{joining})...)
+	b.Queue(upsertAlertsSQL, slices.Concat(ref, w.cols.args(), []any{joining})...)
 	w.queueResolveOccurrences(b)
 	if len(w.refreshIDs) > 0 {
 		b.Queue(`UPDATE incident_alerts SET last_seen_at = now() WHERE id = ANY($1)`, w.refreshIDs)
