@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Notification is one of Alertmanager's webhook notifications, as the store takes it: a
@@ -73,12 +74,37 @@ func (s *Store) Ingest(ctx context.Context, caller IntegrationCaller, n Notifica
 	if replay, err := s.appliedRecently(ctx, caller, n.GroupKey, digest); err != nil || replay {
 		return IngestResult{Replay: replay}, err
 	}
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return IngestResult{}, wrap(err, "acquire a connection")
+	}
+	defer conn.Release()
 	var res IngestResult
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		res = IngestResult{}
-		return ingest(ctx, tx, caller, n, alerts, cols, digest, !s.onCallOff.Load(), &res)
-	})
-	return res, err
+	if err := ingest(ctx, conn, caller, n, alerts, cols, digest, !s.onCallOff.Load(), &res); err != nil {
+		rollback(ctx, conn)
+		if isConnError(err) && !errors.Is(err, ErrUnavailable) {
+			err = fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
+		return IngestResult{}, err
+	}
+	return res, nil
+}
+
+// batchSender sends a batch of statements in one round trip: a connection of the pool.
+type batchSender interface {
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// rollback ends the transaction a failed notification left open on conn, if any. A
+// connection that cannot is closed when it goes back to the pool (pgxpool destroys a
+// connection released inside a transaction).
+func rollback(ctx context.Context, conn *pgxpool.Conn) {
+	if conn.Conn().PgConn().TxStatus() == 'I' {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_, _ = conn.Exec(ctx, "ROLLBACK") // on failure, the connection is dropped on release
 }
 
 // occurrence is the newest stored occurrence of an (alert, startsAt) of the group.
@@ -98,10 +124,12 @@ type occurrence struct {
 // to within an integration's expire_after, at least a minute.
 const refreshAfter = "15 seconds"
 
-// ingest applies the notification in two round trips after BEGIN: readGroup reads the group
-// under its lock; what each copy does is decided here; then every write goes in one batch
-// (ingestWrites).
-func ingest(ctx context.Context, tx pgx.Tx, caller IntegrationCaller, n Notification, alerts []NotifiedAlert,
+// ingest applies the notification in one transaction of two round trips: readGroup begins it
+// and reads the group under its lock; what each copy does is decided here; then every write
+// and the commit go in one batch (ingestWrites). A transaction of a failed round trip is left
+// open, for the caller to roll back. BEGIN and COMMIT ride with the statements: as round trips
+// of their own, they were two of a notification's five.
+func ingest(ctx context.Context, tx batchSender, caller IntegrationCaller, n Notification, alerts []NotifiedAlert,
 	cols alertColumns, digest []byte, onCall bool, res *IngestResult) error {
 	found, open, err := readGroup(ctx, tx, caller.IntegrationID, n.GroupKey, alerts)
 	if err != nil {
@@ -150,6 +178,7 @@ func ingest(ctx context.Context, tx pgx.Tx, caller IntegrationCaller, n Notifica
 		return err
 	}
 	queueTouchIntegration(b, caller, n.GroupKey, digest)
+	b.Queue("COMMIT")
 	return wrap(tx.SendBatch(ctx, b).Close(), "apply the notification")
 }
 
@@ -303,9 +332,10 @@ type openIncidentRow struct {
 	hasSeverity  bool
 }
 
-// readGroup takes the group's lock and reads the group's occurrences (by the index of their
-// alert) and open incident (nil when none), in one round trip.
-func readGroup(ctx context.Context, tx pgx.Tx, integrationID int64, groupKey string, alerts []NotifiedAlert) (
+// readGroup begins the notification's transaction, takes the group's lock and reads the
+// group's occurrences (by the index of their alert) and open incident (nil when none), in one
+// round trip.
+func readGroup(ctx context.Context, tx batchSender, integrationID int64, groupKey string, alerts []NotifiedAlert) (
 	map[int]occurrence, *openIncidentRow, error) {
 	fingerprints, starts := make([]string, len(alerts)), make([]time.Time, len(alerts))
 	for i, a := range alerts {
@@ -314,6 +344,7 @@ func readGroup(ctx context.Context, tx pgx.Tx, integrationID int64, groupKey str
 	found := map[int]occurrence{}
 	var open *openIncidentRow
 	b := &pgx.Batch{}
+	b.Queue("BEGIN")
 	b.Queue(`SELECT pg_advisory_xact_lock(pg_catalog.hashtextextended($1, 0))`, groupLockKey(integrationID, groupKey))
 	b.Queue(findOccurrencesSQL, integrationID, groupKey, fingerprints, starts).Query(func(rows pgx.Rows) error {
 		for rows.Next() {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -479,4 +480,46 @@ func TestIngest_RecordsDelivery(t *testing.T) {
 			+ (SELECT count(*) FROM integration_keys WHERE last_used_at > now() - interval '5 seconds')`); n != 0 {
 		t.Fatalf("a delivery authenticated within a second of the last record wrote %d of them, want none", n)
 	}
+}
+
+// TestIngest_FailedWriteLeavesNothing: a notification whose writes fail part way (here a
+// trigger planted for the test refuses one alert's occurrence, after the alerts' rows were
+// written in the same round trip) stores nothing, not even its alerts or its digest; the
+// connections it used serve the next notifications; and the same notification, once it can
+// be written, is applied whole, in every statement mode.
+func TestIngest_FailedWriteLeavesNothing(t *testing.T) {
+	forEachStatementMode(t, func(t *testing.T, open opener) {
+		ctx := context.Background()
+		st := open(t, pgtest.MustDatabase(t))
+		c := mustIntegration(t, st, "prod")
+		mustExec(t, st, `CREATE FUNCTION refuse_boom() RETURNS trigger LANGUAGE plpgsql AS $$
+			BEGIN
+				IF (SELECT fingerprint FROM alerts WHERE id = NEW.alert_id) = 'boom' THEN
+					RAISE EXCEPTION 'refused for the test';
+				END IF;
+				RETURN NEW;
+			END $$`)
+		mustExec(t, st, `CREATE TRIGGER refuse_boom BEFORE INSERT ON incident_alerts FOR EACH ROW EXECUTE FUNCTION refuse_boom()`)
+		n := group("g", firing("Boom", "a-ok", t0), firing("Boom", "boom", t0))
+		if _, err := st.Ingest(ctx, c, n); err == nil || !strings.Contains(err.Error(), "refused for the test") {
+			t.Fatalf("ingest with a refused write: got %v, want the trigger's error", err)
+		}
+		if got := rowCounts(t, st); got != [4]int{} {
+			t.Fatalf("after the failed notification: got %v incidents, events, occurrences and alerts, want none", got)
+		}
+		if n := mustCount(t, st, `SELECT count(*) FROM notification_digests`); n != 0 {
+			t.Fatalf("after the failed notification: %d digests stored, want none", n)
+		}
+		// More notifications than the pool has connections: each finds its connection clean.
+		for i := range 12 {
+			if res := mustIngest(t, st, c, group(fmt.Sprintf("other-%d", i), firing("Other", fmt.Sprintf("o%d", i), t0))); !res.Opened {
+				t.Fatalf("notification %d after the failure: got %+v, want an incident opened", i, res)
+			}
+		}
+		mustExec(t, st, `DROP TRIGGER refuse_boom ON incident_alerts`)
+		res := mustIngest(t, st, c, n)
+		if in := mustIncident(t, st, res.IncidentID); !res.Opened || res.New != 2 || len(in.Alerts) != 2 {
+			t.Fatalf("the notification once it can be written: got %+v, %d alerts", res, len(in.Alerts))
+		}
+	})
 }
