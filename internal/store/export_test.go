@@ -59,6 +59,9 @@ var IngestLookups = map[string]struct{ SQL, Index string }{
 	"resolve occurrences": {resolveOccurrencesSQL, "incident_alerts_pkey"},
 }
 
+// IngestSettingsSQL sets what a notification's transaction plans with.
+const IngestSettingsSQL = ingestSettingsSQL
+
 // Statement is a statement the store runs, and its arguments.
 type Statement struct {
 	SQL  string

@@ -183,7 +183,10 @@ func (w *ingestWrites) queueJoins(b *pgx.Batch, ref []any) {
 // joinSQL adds occurrences (fingerprints $4, startsAt $5) to the group's open incident
 // (incidentRef), each alert found by a lateral lookup by index; writes alert_added for those of
 // $6; and links to the incident the alerts the upsert left pointing elsewhere (their stored copy
-// was newer than the joining one).
+// was newer than the joining one), found by the ids the lookups found. As fingerprint = ANY($4),
+// Postgres read every alert of the integration to find them, and with incident_id IS NULL OR
+// incident_id < the incident, every alert of an older incident: the condition on incident_id
+// is written so that no index matches it.
 const joinSQL = `WITH j AS MATERIALIZED (
 		SELECT x.n, x.starts_at, x.event, a.id AS alert_id, ` + incidentRef + ` AS incident_id
 		FROM ROWS FROM (pg_catalog.unnest($4::text[]), pg_catalog.unnest($5::timestamptz[]), pg_catalog.unnest($6::bool[]))
@@ -194,8 +197,7 @@ const joinSQL = `WITH j AS MATERIALIZED (
 		SELECT incident_id, alert_id, $2, starts_at, 'firing' FROM j ORDER BY n
 	), l AS (
 		UPDATE alerts SET incident_id = ` + incidentRef + `
-		WHERE integration_id = $1 AND fingerprint = ANY($4)
-			AND (incident_id IS NULL OR incident_id < ` + incidentRef + `)
+		WHERE id = ANY(ARRAY(SELECT alert_id FROM j)) AND coalesce(incident_id, 0) < ` + incidentRef + `
 	)
 	INSERT INTO incident_events (incident_id, type, alert_id)
 	SELECT incident_id, '` + EventAlertAdded + `', alert_id FROM j WHERE event ORDER BY n`

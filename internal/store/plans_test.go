@@ -77,6 +77,16 @@ func (n planNode) seeks(index string) bool {
 	return slices.ContainsFunc(n.Plans, func(c planNode) bool { return c.seeks(index) })
 }
 
+// readsPrefix reports whether the plan reads index on a condition that names none of column:
+// every entry of a prefix of its key (say, every alert of an integration) rather than the ones
+// the statement is about.
+func (n planNode) readsPrefix(index, column string) bool {
+	if n.IndexName == index && !strings.Contains(n.IndexCond, column) {
+		return true
+	}
+	return slices.ContainsFunc(n.Plans, func(c planNode) bool { return c.readsPrefix(index, column) })
+}
+
 // scans lists every scan of the plan as "Node Type on relation [using index]".
 func (n planNode) scans() []string {
 	var out []string
@@ -357,11 +367,22 @@ func mustEvents(tb testing.TB, st *store.Store, q store.EventQuery) []store.Even
 // grew by the thousands since they were last analyzed (a join planned on those once scanned
 // every occurrence of the install on every notification).
 func TestPlans_IngestLookups(t *testing.T) {
+	// Statistics as they stand on a new install: taken while the tables were nearly empty, or
+	// none taken yet.
+	for _, analyze := range []string{"analyzed when empty", "never analyzed"} {
+		t.Run(analyze, func(t *testing.T) { ingestLookups(t, analyze == "analyzed when empty") })
+	}
+}
+
+func ingestLookups(t *testing.T, analyze bool) {
 	st := mustStore(t)
 	c := mustIntegration(t, st, "plans")
-	// Statistics as they stand on a new install: taken while the tables were nearly empty.
 	for _, table := range []string{"alerts", "incidents", "incident_alerts"} {
-		if _, err := st.Pool().Exec(t.Context(), `ALTER TABLE `+table+` SET (autovacuum_enabled = off); ANALYZE `+table); err != nil {
+		sql := `ALTER TABLE ` + table + ` SET (autovacuum_enabled = off)`
+		if analyze {
+			sql += `; ANALYZE ` + table
+		}
+		if _, err := st.Pool().Exec(t.Context(), sql); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -398,7 +419,16 @@ func TestPlans_IngestLookups(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			for _, generic := range []bool{false, true} {
 				// incidents holds 120 rows here, which a scan reads faster than an index.
-				scans := explain(t, st.Pool(), generic, lookup.SQL, args[name]...).scans()
+				plan := explain(t, st.Pool(), generic, lookup.SQL, args[name]...)
+				if plan.readsPrefix("alerts_integration_fingerprint_key", "fingerprint") {
+					t.Errorf("%s plan reads every alert of the integration (alerts_integration_fingerprint_key without a fingerprint)",
+						map[bool]string{false: "custom", true: "generic"}[generic])
+				}
+				if plan.readsPrefix("alerts_incident_idx", "incident_id =") {
+					t.Errorf("%s plan reads a range of alerts_incident_idx (every alert of the older incidents)",
+						map[bool]string{false: "custom", true: "generic"}[generic])
+				}
+				scans := plan.scans()
 				whole := slices.ContainsFunc(scans, func(s string) bool {
 					return s == "Seq Scan on alerts" || s == "Seq Scan on incident_alerts"
 				})
@@ -477,5 +507,122 @@ func TestPlans_Stats(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPlans_IngestCachedPlans: a connection keeps the generic plan of each statement it
+// prepared, made on the tables as they were then; here they are small when the plans are
+// made, then grow by thousands of rows, unanalyzed (a new install's first minutes). In a
+// notification's transaction those plans still find the rows by key, never reading a table
+// whole (without its settings, resolving 50 occurrences read every one); and a notification's
+// transaction runs with those settings (a trigger planted for the test records them).
+func TestPlans_IngestCachedPlans(t *testing.T) {
+	ctx := t.Context()
+	st := mustStore(t)
+	c := mustIntegration(t, st, "plans")
+	for _, table := range []string{"alerts", "incidents", "incident_alerts"} {
+		mustExec(t, st, `ALTER TABLE `+table+` SET (autovacuum_enabled = off)`)
+	}
+	notification := func(key string, alerts, cycle int, resolve bool) store.Notification {
+		var out []store.NotifiedAlert
+		for i := range alerts {
+			a := firing("Plans", fmt.Sprintf("%s-%02d", key, i), t0.Add(time.Duration(cycle)*time.Minute))
+			if resolve {
+				a = resolved(a, t0.Add(time.Hour))
+			}
+			out = append(out, a)
+		}
+		return group(key, out...)
+	}
+	argsOf := func(n store.Notification) map[string]string {
+		fingerprints, starts, joins := []string{}, []time.Time{}, []bool{}
+		for _, a := range n.Alerts {
+			fingerprints, starts, joins = append(fingerprints, a.Fingerprint), append(starts, a.StartsAt), append(joins, true)
+		}
+		var stopIDs []int64
+		if err := st.Pool().QueryRow(ctx, `SELECT array_agg(id) FROM (SELECT id FROM incident_alerts ORDER BY id DESC LIMIT $1) o`,
+			len(n.Alerts)).Scan(&stopIDs); err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for name, args := range map[string][]any{
+			"find occurrences":    {c.IntegrationID, n.GroupKey, fingerprints, starts},
+			"join":                {c.IntegrationID, n.GroupKey, nil, fingerprints, starts, joins},
+			"resolve occurrences": {stopIDs, starts},
+		} {
+			lits := make([]string, len(args))
+			for i, a := range args {
+				lits[i] = literal(t, a)
+			}
+			out[name] = "(" + strings.Join(lits, ", ") + ")"
+		}
+		return out
+	}
+	pooled, err := st.Pool().Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := pooled.Hijack()
+	defer conn.Close(ctx) //nolint:errcheck // closing a test connection
+	exec := func(sql string) {
+		t.Helper()
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			t.Fatalf("%.200s: %v", sql, err)
+		}
+	}
+	// The plans are made at the first execution, on small tables, as a notification makes them.
+	small := notification("small", 3, 0, false)
+	mustIngest(t, st, c, small)
+	exec(`SET plan_cache_mode = force_generic_plan`)
+	args := argsOf(notification(small.GroupKey, 3, 1, false)) // a later start: the join adds occurrences
+	names := map[string]string{}
+	for name, lookup := range store.IngestLookups {
+		names[name] = fmt.Sprintf("cached_%d", len(names))
+		exec("PREPARE " + names[name] + " AS " + lookup.SQL)
+		exec("BEGIN")
+		exec(store.IngestSettingsSQL)
+		exec("EXECUTE " + names[name] + args[name])
+		exec("ROLLBACK")
+	}
+	var last store.Notification
+	for g := range 40 {
+		for cycle := range 3 {
+			last = notification(fmt.Sprintf("g%02d", g), 50, cycle, false)
+			mustIngest(t, st, c, last)
+			mustIngest(t, st, c, notification(last.GroupKey, 50, cycle, true))
+		}
+	}
+	args = argsOf(last)
+	for name := range store.IngestLookups {
+		exec("BEGIN")
+		exec(store.IngestSettingsSQL)
+		var out []byte
+		if err := conn.QueryRow(ctx, "EXPLAIN (FORMAT JSON) EXECUTE "+names[name]+args[name]).Scan(&out); err != nil {
+			t.Fatal(err)
+		}
+		exec("ROLLBACK")
+		var plans []struct {
+			Plan planNode `json:"Plan"`
+		}
+		if err := json.Unmarshal(out, &plans); err != nil || len(plans) != 1 {
+			t.Fatalf("EXPLAIN's answer: %v:\n%s", err, out)
+		}
+		if scans := plans[0].Plan.scans(); slices.ContainsFunc(scans, func(s string) bool {
+			return s == "Seq Scan on alerts" || s == "Seq Scan on incident_alerts"
+		}) {
+			t.Errorf("%s: the plan cached on small tables reads one whole once they grew: %q", name, scans)
+		}
+	}
+
+	mustExec(t, st, `CREATE TABLE seen_settings (enable_seqscan text, jit text)`)
+	mustExec(t, st, `CREATE FUNCTION record_settings() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			INSERT INTO seen_settings VALUES (current_setting('enable_seqscan'), current_setting('jit'));
+			RETURN NULL;
+		END $$`)
+	mustExec(t, st, `CREATE TRIGGER record_settings AFTER INSERT ON incident_alerts FOR EACH STATEMENT EXECUTE FUNCTION record_settings()`)
+	mustIngest(t, st, c, notification("recorded", 2, 0, false))
+	if n := mustCount(t, st, `SELECT count(*) FROM seen_settings WHERE enable_seqscan = 'off' AND jit = 'off'`); n != 1 {
+		t.Fatalf("the notification's occurrences were written with %d of 1 statements planned with its settings", n)
 	}
 }
