@@ -382,13 +382,6 @@ func readGroup(ctx context.Context, tx batchSender, integrationID int64, groupKe
 	return found, open, nil
 }
 
-func nonNil(m map[string]string) map[string]string {
-	if m == nil {
-		return map[string]string{}
-	}
-	return m
-}
-
 // queueCreateIncident opens the group's incident, with its "triggered" event, and with onCall
 // gives it to today's on-call person, with an "assigned" event that names them: one statement,
 // which sets *id when the batch runs. The day's entry is read FOR SHARE, so a change of it
