@@ -10,8 +10,12 @@ import (
 
 // incidentChecks are the invariants of the incident domain that the server relies on and a bulk
 // load could break, each a query counting what breaks it (the unique indexes, foreign keys and
-// CHECKs the load went through are the database's to enforce). checkIncidents runs them.
+// CHECKs the load went through are the database's to enforce; occurrences and events have no
+// foreign key to their incident, so that is checked here). checkIncidents runs them.
 var incidentChecks = []struct{ what, sql string }{
+	{"occurrences or timeline events without their incident", `SELECT
+		(SELECT count(*) FROM incident_alerts o WHERE NOT EXISTS (SELECT 1 FROM incidents i WHERE i.id = o.incident_id))
+		+ (SELECT count(*) FROM incident_events e WHERE NOT EXISTS (SELECT 1 FROM incidents i WHERE i.id = e.incident_id))`},
 	{"groups with more than one open incident", `SELECT count(*) FROM (SELECT 1 FROM incidents WHERE resolved_at IS NULL
 		GROUP BY integration_id, group_key HAVING count(*) > 1) x`},
 	{"incidents whose alert_count is not their occurrences' count, open ones with nothing firing, ones with a firing " +

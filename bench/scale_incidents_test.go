@@ -78,6 +78,7 @@ func TestIncidentDB(t *testing.T) {
 			`UPDATE incident_events SET created_at = created_at + interval '1 day' WHERE type = 'triggered' AND incident_id = 60`,
 			`DELETE FROM incident_events WHERE type = 'resolved' AND incident_id = 61`,
 			`UPDATE incidents SET severity_rank = 0 WHERE id = 62`,
+			`INSERT INTO incident_events (incident_id, type, detail) VALUES (-1, 'note', 'of no incident')`,
 		} {
 			tx, err := pool.Begin(ctx)
 			if err != nil {

@@ -127,8 +127,10 @@ const refreshAfter = "15 seconds"
 // ingest applies the notification in one transaction of two round trips: readGroup begins it
 // and reads the group under its lock; what each copy does is decided here; then every write
 // and the commit go in one batch (ingestWrites). A transaction of a failed round trip is left
-// open, for the caller to roll back. BEGIN and COMMIT ride with the statements: as round trips
-// of their own, they were two of a notification's five.
+// open, for the caller to roll back; a failure seen while the COMMIT was on its way (the
+// request canceled, the connection lost) may come after Postgres committed, and the same
+// snapshot sent again then changes nothing. BEGIN and COMMIT ride with the statements: as
+// round trips of their own, they were two of a notification's five.
 func ingest(ctx context.Context, tx batchSender, caller IntegrationCaller, n Notification, alerts []NotifiedAlert,
 	cols alertColumns, digest []byte, onCall bool, res *IngestResult) error {
 	found, open, err := readGroup(ctx, tx, caller.IntegrationID, n.GroupKey, alerts)

@@ -219,20 +219,18 @@ func SeverityRank(v string) int {
 }
 
 // queueResolveOccurrences marks the occurrences stopIDs resolved by Alertmanager, at the end
-// time of their copies: firing ones that stopped, and expired ones whose real end came. The
+// time of their copies (the alert rows'): firing ones that stopped, and expired ones whose real end came. The
 // id = ANY condition has the planner find them by index whatever its statistics say.
 func (w *ingestWrites) queueResolveOccurrences(b *pgx.Batch) {
 	if len(w.stopIDs) == 0 {
 		return
 	}
 	byID := map[int64]time.Time{}
-	for i, a := range w.alerts {
-		if o, ok := w.found[i]; ok {
-			end := a.EndsAt
-			if end.IsZero() {
-				end = time.Now()
-			}
-			byID[o.id] = end
+	for i := range w.alerts {
+		// Only resolutions stop occurrences, and each has its end in the alerts' columns: the
+		// alert row and its occurrence get the same one, Alertmanager's or the time it came.
+		if o, ok := w.found[i]; ok && w.cols.endsAt[i] != nil {
+			byID[o.id] = *w.cols.endsAt[i]
 		}
 	}
 	ends := make([]time.Time, len(w.stopIDs))

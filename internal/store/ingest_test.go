@@ -484,9 +484,10 @@ func TestIngest_RecordsDelivery(t *testing.T) {
 
 // TestIngest_FailedWriteLeavesNothing: a notification whose writes fail part way (here a
 // trigger planted for the test refuses one alert's occurrence, after the alerts' rows were
-// written in the same round trip) stores nothing, not even its alerts or its digest; the
-// connections it used serve the next notifications; and the same notification, once it can
-// be written, is applied whole, in every statement mode.
+// written in the same round trip) stores nothing, not even its alerts or its digest; its
+// connection, rolled back, serves the next notifications (the pool makes none: it would replace
+// a connection given back inside a transaction); and the same notification, once it can be
+// written, is applied whole, in every statement mode.
 func TestIngest_FailedWriteLeavesNothing(t *testing.T) {
 	forEachStatementMode(t, func(t *testing.T, open opener) {
 		ctx := context.Background()
@@ -501,6 +502,7 @@ func TestIngest_FailedWriteLeavesNothing(t *testing.T) {
 			END $$`)
 		mustExec(t, st, `CREATE TRIGGER refuse_boom BEFORE INSERT ON incident_alerts FOR EACH ROW EXECUTE FUNCTION refuse_boom()`)
 		n := group("g", firing("Boom", "a-ok", t0), firing("Boom", "boom", t0))
+		made := st.Pool().Stat().NewConnsCount()
 		if _, err := st.Ingest(ctx, c, n); err == nil || !strings.Contains(err.Error(), "refused for the test") {
 			t.Fatalf("ingest with a refused write: got %v, want the trigger's error", err)
 		}
@@ -515,6 +517,9 @@ func TestIngest_FailedWriteLeavesNothing(t *testing.T) {
 			if res := mustIngest(t, st, c, group(fmt.Sprintf("other-%d", i), firing("Other", fmt.Sprintf("o%d", i), t0))); !res.Opened {
 				t.Fatalf("notification %d after the failure: got %+v, want an incident opened", i, res)
 			}
+		}
+		if now := st.Pool().Stat().NewConnsCount(); now != made {
+			t.Fatalf("the pool made %d connections after the failure, want none (the failed one rolled back and used again)", now-made)
 		}
 		mustExec(t, st, `DROP TRIGGER refuse_boom ON incident_alerts`)
 		res := mustIngest(t, st, c, n)

@@ -323,7 +323,7 @@ func TestStats_Truncate(t *testing.T) {
 	st := mustStore(t)
 	c := mustIntegration(t, st, "prod")
 	mustIngest(t, st, c, group("g", firing("CPU", "f1", t0), firing("Disk", "f2", t0)))
-	mustExec(t, st, `TRUNCATE incidents CASCADE`)
+	mustExec(t, st, `TRUNCATE incident_events, incident_alerts, incidents CASCADE`)
 	if v := assertStatsMatch(t, st, "truncated"); v.Alerts.Total != 0 || v.Incidents.Total != 0 {
 		t.Fatalf("truncated: got %s", v)
 	}
