@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"syscall"
 )
 
 // Version is the Kubernetes release test/harness/kubetest/kubebin/go.mod pins.
@@ -54,7 +55,8 @@ func Program(name string) (string, error) {
 // with a digest of pkg and ldflags, so that a program built with other flags (another version
 // stamped) is never taken for this one. The program is built beside its final name and
 // renamed, so that a build cut short leaves nothing that a later run would take for a
-// program, and two packages building at once each rename a whole program. Only the link
+// program; builds wait for each other (a lock in CacheDir), so that a program is built once
+// however many packages ask for it at once. Only the link
 // differs between flags: a rebuild with other flags takes seconds once the packages are built.
 func CachedBuild(file, moduleDir, pkg, ldflags string) (string, error) {
 	dir, err := CacheDir()
@@ -68,6 +70,20 @@ func CachedBuild(file, moduleDir, pkg, ldflags string) (string, error) {
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
+	}
+	// One build at a time in the cache: the packages of a suite start at once, and on a new
+	// machine each built the same program (three API servers at once on two cores ran past
+	// the tests' 30 minutes). The others wait for the first, then take what it built.
+	lock, err := os.OpenFile(filepath.Join(dir, ".build.lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return "", err
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return "", fmt.Errorf("kubetest: lock %s: %w", lock.Name(), err)
+	}
+	if _, err := os.Stat(bin); err == nil {
+		return bin, nil
 	}
 	tmp := fmt.Sprintf("%s.%d.tmp", bin, os.Getpid())
 	cmd := exec.Command("go", "build", "-ldflags", ldflags, "-o", tmp, pkg)
