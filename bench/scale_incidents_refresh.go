@@ -89,7 +89,7 @@ func (g *refreshGroup) next() ([]byte, error) {
 
 // scaleRefresh measures the webhook's refresh on both sides in alternating rounds, after a
 // warm-up round each, then checks that the refreshes changed no incident, occurrence or
-// timeline, and were all applied (each group's digest stored).
+// timeline, and were all applied (each group sent has its digest stored).
 func (e *env) scaleRefresh(ctx context.Context, sides [2]*incidentSide, sizes string, details func(map[string]any) map[string]any) (Figure, error) {
 	hc := newIngestClient()
 	var before [2]int
@@ -123,15 +123,23 @@ func (e *env) scaleRefresh(ctx context.Context, sides [2]*incidentSide, sizes st
 		return Figure{}, fmt.Errorf("scale: the webhook's refresh: %w", err)
 	}
 	for i, s := range sides {
+		// Every group sent at least once has its digest: each client sends its groups in turn for
+		// as long as a round lasts, so a short round on a busy machine may not reach them all.
 		var occurrences, open, events, digests int
 		if err := s.st.Pool().QueryRow(ctx, `SELECT (SELECT count(*) FROM incident_alerts),
 			(SELECT count(*) FROM incidents WHERE resolved_at IS NULL), (SELECT count(*) FROM incident_events),
 			(SELECT count(*) FROM notification_digests)`).Scan(&occurrences, &open, &events, &digests); err != nil {
 			return Figure{}, err
 		}
-		if occurrences != s.occurrences || open != loadOpen || events != before[i] || digests != len(s.groups) {
-			return Figure{}, fmt.Errorf("scale: after the refreshes, %s holds %d occurrences, %d open incidents, %d events, %d groups' digests; want %d, %d, %d, %d",
-				s.name, occurrences, open, events, digests, s.occurrences, loadOpen, before[i], len(s.groups))
+		sent := 0
+		for _, g := range s.groups {
+			if g.sent > 0 {
+				sent++
+			}
+		}
+		if occurrences != s.occurrences || open != loadOpen || events != before[i] || digests != sent || sent == 0 {
+			return Figure{}, fmt.Errorf("scale: after the refreshes, %s holds %d occurrences, %d open incidents, %d events, %d groups' digests; want %d, %d, %d, %d (the groups sent)",
+				s.name, occurrences, open, events, digests, s.occurrences, loadOpen, before[i], sent)
 		}
 	}
 	f := newFigure("scale_webhook_refresh", "POST /api/webhooks/alertmanager, an open incident's group again, one annotation changed/s, "+sizes, "/s",
