@@ -401,20 +401,7 @@ func ingestLookups(t *testing.T, analyze bool) {
 			mustIngest(t, st, c, group(last.GroupKey, alerts...))
 		}
 	}
-	fingerprints, starts, joins := []string{}, []time.Time{}, []bool{}
-	for _, a := range last.Alerts {
-		fingerprints, starts, joins = append(fingerprints, a.Fingerprint), append(starts, a.StartsAt), append(joins, true)
-	}
-	var stopIDs []int64
-	if err := st.Pool().QueryRow(t.Context(), `SELECT array_agg(id) FROM (SELECT id FROM incident_alerts ORDER BY id DESC LIMIT 50) o`).
-		Scan(&stopIDs); err != nil {
-		t.Fatal(err)
-	}
-	args := map[string][]any{
-		"find occurrences":    {c.IntegrationID, last.GroupKey, fingerprints, starts},
-		"join":                {c.IntegrationID, last.GroupKey, nil, fingerprints, starts, joins},
-		"resolve occurrences": {stopIDs, starts},
-	}
+	args := ingestLookupArgs(t, st, c, last)
 	for name, lookup := range store.IngestLookups {
 		t.Run(name, func(t *testing.T) {
 			for _, generic := range []bool{false, true} {
@@ -510,6 +497,27 @@ func TestPlans_Stats(t *testing.T) {
 	}
 }
 
+// ingestLookupArgs are the arguments of store.IngestLookups for notification n of c's
+// integration: its alerts' lookups, their join, and the resolution of the newest occurrences,
+// as many as it has alerts.
+func ingestLookupArgs(t *testing.T, st *store.Store, c store.IntegrationCaller, n store.Notification) map[string][]any {
+	t.Helper()
+	fingerprints, starts, joins := []string{}, []time.Time{}, []bool{}
+	for _, a := range n.Alerts {
+		fingerprints, starts, joins = append(fingerprints, a.Fingerprint), append(starts, a.StartsAt), append(joins, true)
+	}
+	var stopIDs []int64
+	if err := st.Pool().QueryRow(t.Context(), `SELECT array_agg(id) FROM (SELECT id FROM incident_alerts ORDER BY id DESC LIMIT $1) o`,
+		len(n.Alerts)).Scan(&stopIDs); err != nil {
+		t.Fatal(err)
+	}
+	return map[string][]any{
+		"find occurrences":    {c.IntegrationID, n.GroupKey, fingerprints, starts},
+		"join":                {c.IntegrationID, n.GroupKey, nil, fingerprints, starts, joins},
+		"resolve occurrences": {stopIDs, starts},
+	}
+}
+
 // TestPlans_IngestCachedPlans: a connection keeps the generic plan of each statement it
 // prepared, made on the tables as they were then; here they are small when the plans are
 // made, then grow by thousands of rows, unanalyzed (a new install's first minutes). In a
@@ -535,21 +543,8 @@ func TestPlans_IngestCachedPlans(t *testing.T) {
 		return group(key, out...)
 	}
 	argsOf := func(n store.Notification) map[string]string {
-		fingerprints, starts, joins := []string{}, []time.Time{}, []bool{}
-		for _, a := range n.Alerts {
-			fingerprints, starts, joins = append(fingerprints, a.Fingerprint), append(starts, a.StartsAt), append(joins, true)
-		}
-		var stopIDs []int64
-		if err := st.Pool().QueryRow(ctx, `SELECT array_agg(id) FROM (SELECT id FROM incident_alerts ORDER BY id DESC LIMIT $1) o`,
-			len(n.Alerts)).Scan(&stopIDs); err != nil {
-			t.Fatal(err)
-		}
 		out := map[string]string{}
-		for name, args := range map[string][]any{
-			"find occurrences":    {c.IntegrationID, n.GroupKey, fingerprints, starts},
-			"join":                {c.IntegrationID, n.GroupKey, nil, fingerprints, starts, joins},
-			"resolve occurrences": {stopIDs, starts},
-		} {
+		for name, args := range ingestLookupArgs(t, st, c, n) {
 			lits := make([]string, len(args))
 			for i, a := range args {
 				lits[i] = literal(t, a)

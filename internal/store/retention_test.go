@@ -192,8 +192,7 @@ func TestRetain_Batches(t *testing.T) {
 // the counters equal the reference afterwards.
 func TestRetain_Replicas(t *testing.T) {
 	ctx := context.Background()
-	dbURL := pgtest.MustDatabase(t)
-	replicas := []*store.Store{mustOpen(t, dbURL), mustOpen(t, dbURL)}
+	replicas := mustReplicas(t, 2)
 	st := replicas[0]
 	c := mustIntegration(t, st, "prod")
 	const old = 60
@@ -275,6 +274,17 @@ func TestRetain_Replicas(t *testing.T) {
 	assertStatsMatch(t, st, "after the rounds")
 }
 
+// mustReplicas opens n stores of their own pools on one new database: replicas of the server.
+func mustReplicas(tb testing.TB, n int) []*store.Store {
+	tb.Helper()
+	dbURL := pgtest.MustDatabase(tb)
+	replicas := make([]*store.Store, n)
+	for i := range replicas {
+		replicas[i] = mustOpen(tb, dbURL)
+	}
+	return replicas
+}
+
 // TestRetain_ScheduleDays: the schedule's days that ended longer ago than the retention are
 // deleted, in batches; today's, recent and future days stay.
 func TestRetain_ScheduleDays(t *testing.T) {
@@ -326,8 +336,7 @@ func TestRetain_ScheduleDays(t *testing.T) {
 // key to check it row by row).
 func TestRetain_NotesRace(t *testing.T) {
 	ctx := context.Background()
-	dbURL := pgtest.MustDatabase(t)
-	replicas := []*store.Store{mustOpen(t, dbURL), mustOpen(t, dbURL)}
+	replicas := mustReplicas(t, 2)
 	st := replicas[0]
 	c := mustIntegration(t, st, "prod")
 	w := mustWorker(t, st, "alice")
