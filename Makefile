@@ -84,8 +84,9 @@ build:
 		-o bin/terdut-server ./cmd/terdut-server
 
 # fuzz runs each go test -fuzz target briefly: the operator token file parser, request
-# decoding, cookies and Bearer tokens through the real handler over a real store, and the
-# hand-written answer of GET /api/me against encoding/json's. Each worker process starts
+# decoding, cookies and Bearer tokens through the real handler over a real store, the
+# hand-written answer of GET /api/me against encoding/json's, and the webhook's hand-written
+# decoder against json.Unmarshal (cheap: 50,000 inputs). Each worker process starts
 # its own Postgres, so the budget is a count of inputs, not seconds.
 FUZZ_INPUTS ?= 3000x
 .PHONY: fuzz
@@ -95,6 +96,7 @@ fuzz:
 	for target in FuzzDecodeRequest FuzzCookie FuzzBearer FuzzMeJSON; do \
 		$(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZ_INPUTS) -parallel 1 ./internal/api/; \
 	done
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeNotification$$' -fuzztime 50000x -parallel 1 ./internal/api/
 
 # e2e runs the tests that drive a real headless Chromium (test/browsertest/, behind the build tag
 # "browser" so that `make test` needs no browser). scripts/ensure-chromium.sh installs

@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -169,7 +168,7 @@ func (s *server) readNotification(w http.ResponseWriter, r *http.Request) (store
 		return store.Notification{}, errBadRequest("invalid_body", "The body is not valid UTF-8.")
 	}
 	var am amNotification
-	if err := json.Unmarshal(body, &am); err != nil {
+	if err := decodeNotification(body, &am); err != nil {
 		return store.Notification{}, errBadRequest("invalid_json", "The body is not Alertmanager's webhook JSON.")
 	}
 	if am.Version != "4" {
@@ -210,13 +209,18 @@ func (s *server) readNotification(w http.ResponseWriter, r *http.Request) (store
 	return n, nil
 }
 
-// cutPairs returns m with each value cut to limit bytes (on a rune boundary, "…" after).
+// cutPairs cuts each value of m to limit bytes (on a rune boundary, "…" after), in place: m is
+// the decoded body's own. A map the body left out is an empty one.
 func cutPairs(m map[string]string, limit int) map[string]string {
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		out[k] = cut(v, limit)
+	if m == nil {
+		return map[string]string{}
 	}
-	return out
+	for k, v := range m {
+		if len(v) > limit {
+			m[k] = cut(v, limit)
+		}
+	}
+	return m
 }
 
 func cut(s string, limit int) string {
