@@ -169,9 +169,8 @@ func ingest(ctx context.Context, tx batchSender, caller IntegrationCaller, n Not
 	res.New = len(w.joins) + len(w.reopen)
 	b := &pgx.Batch{}
 	if len(w.joins) > 0 && open == nil {
-		if err := queueCreateIncident(b, caller.IntegrationID, n, alerts[w.joins[0]], onCall, &res.IncidentID); err != nil {
-			return err
-		}
+		severity, rank := w.severity(0, false)
+		queueCreateIncident(b, caller.IntegrationID, n, alerts[w.joins[0]], onCall, len(w.joins), severity, rank, &res.IncidentID)
 		res.Opened = true
 	} else if open != nil {
 		res.IncidentID = open.id
@@ -334,8 +333,12 @@ type openIncidentRow struct {
 	hasSeverity  bool
 }
 
-// ingestSettingsSQL sets what a notification's transaction plans with (readGroup).
-const ingestSettingsSQL = `SELECT pg_catalog.set_config('enable_seqscan', 'off', true), pg_catalog.set_config('jit', 'off', true)`
+// ingestSettings set what a notification's transaction plans with (readGroup), and
+// ingestSettingsSQL is them as a statement of their own.
+const (
+	ingestSettings    = `pg_catalog.set_config('enable_seqscan', 'off', true), pg_catalog.set_config('jit', 'off', true)`
+	ingestSettingsSQL = `SELECT ` + ingestSettings
+)
 
 // readGroup begins the notification's transaction, takes the group's lock and reads the
 // group's occurrences (by the index of their alert) and open incident (nil when none), in one
@@ -355,9 +358,9 @@ func readGroup(ctx context.Context, tx batchSender, integrationID int64, groupKe
 	// connection keeps when the tables are new and small, and keeps it as they grow, until
 	// they are next analyzed (on a new install, resolving 50 occurrences read all 20,000 of
 	// them). Sequential scans are off for the transaction, and with them JIT, which their
-	// penalty's cost would start (20 ms a statement).
-	b.Queue(ingestSettingsSQL)
-	b.Queue(`SELECT pg_advisory_xact_lock(pg_catalog.hashtextextended($1, 0))`, groupLockKey(integrationID, groupKey))
+	// penalty's cost would start (20 ms a statement). They are set in the statement that takes
+	// the lock: both come before the reads, which take their snapshot once they hold it.
+	b.Queue(`SELECT pg_advisory_xact_lock(pg_catalog.hashtextextended($1, 0)), `+ingestSettings, groupLockKey(integrationID, groupKey))
 	b.Queue(findOccurrencesSQL, integrationID, groupKey, fingerprints, starts).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var n int
@@ -384,19 +387,21 @@ func readGroup(ctx context.Context, tx batchSender, integrationID int64, groupKe
 	return found, open, nil
 }
 
-// queueCreateIncident opens the group's incident, with its "triggered" event, and with onCall
-// gives it to today's on-call person, with an "assigned" event that names them: one statement,
-// which sets *id when the batch runs. The day's entry is read FOR SHARE, so a change of it
+// queueCreateIncident opens the group's incident of alertCount alerts and severity (none when
+// ""), with its "triggered" event, and with onCall gives it to today's on-call person, with an
+// "assigned" event that names them: one statement, which sets *id when the batch runs. The day's entry is read FOR SHARE, so a change of it
 // (AssignSchedule, DeleteScheduleEntry, DeleteUser) waits for this transaction, or comes first
 // and is read as it left the day: the incident goes to the day's holder before or after a
 // replacement, never to a deleted person.
-func queueCreateIncident(b *pgx.Batch, integrationID int64, n Notification, first NotifiedAlert, onCall bool, id *int64) error {
+func queueCreateIncident(b *pgx.Batch, integrationID int64, n Notification, first NotifiedAlert, onCall bool,
+	alertCount int, severity string, rank int, id *int64) {
 	labels := appendJSONObject(nil, n.GroupLabels)
 	b.Queue(`WITH day AS (
 			SELECT user_id FROM schedule WHERE $5 AND date = `+todayUTC+` FOR SHARE
 		), i AS (
-			INSERT INTO incidents (integration_id, group_key, title, group_labels, status, assigned_to_id)
-			VALUES ($1, $2, $3, $4::text::jsonb, 'triggered', (SELECT user_id FROM day)) RETURNING id
+			INSERT INTO incidents (integration_id, group_key, title, group_labels, status, assigned_to_id, alert_count,
+				severity, severity_rank)
+			VALUES ($1, $2, $3, $4::text::jsonb, 'triggered', (SELECT user_id FROM day), $6, NULLIF($7, ''), $8) RETURNING id
 		), e AS (
 			INSERT INTO incident_events (incident_id, type, user_id, username)
 			SELECT i.id, x.type, x.user_id, x.username FROM i, (SELECT 1, '`+EventTriggered+`', NULL::bigint, ''
@@ -404,10 +409,10 @@ func queueCreateIncident(b *pgx.Batch, integrationID int64, n Notification, firs
 				AS x(n, type, user_id, username)
 			ORDER BY x.n
 		)
-		SELECT id FROM i`, integrationID, n.GroupKey, IncidentTitle(n, first), string(labels), onCall).QueryRow(func(row pgx.Row) error {
+		SELECT id FROM i`, integrationID, n.GroupKey, IncidentTitle(n, first), string(labels), onCall, alertCount, severity,
+		rank).QueryRow(func(row pgx.Row) error {
 		return row.Scan(id)
 	})
-	return nil
 }
 
 // IncidentTitle is an incident's title, fixed when it opens: the alert name (of the group's

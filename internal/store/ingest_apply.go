@@ -135,15 +135,10 @@ func (w *ingestWrites) queue(b *pgx.Batch, n Notification, stale bool, resolved 
 	return nil
 }
 
-// queueJoins adds the occurrences that began firing to the group's open incident with their
-// events (one each for the first 200 of the incident, then one a notification that says how
-// many more joined), links alerts whose stored copy was newer than the joining one (the upsert
-// left them), raises the incident's severity and counts its alerts.
-func (w *ingestWrites) queueJoins(b *pgx.Batch, ref []any) {
-	alertCount, rank, hasSeverity := 0, 0, false
-	if w.open != nil {
-		alertCount, rank, hasSeverity = w.open.alertCount, w.open.severityRank, w.open.hasSeverity
-	}
+// severity is the incident's new severity after the joining and reopened alerts, given its
+// rank and whether it has one: the highest ranked of their severity labels if it outranks the
+// incident's (the first one seen if the incident has none), else "" (unchanged).
+func (w *ingestWrites) severity(rank int, hasSeverity bool) (string, int) {
 	severity := ""
 	for _, i := range slices.Concat(w.joins, w.reopen) {
 		if v, ok := w.alerts[i].Labels["severity"]; ok {
@@ -151,6 +146,19 @@ func (w *ingestWrites) queueJoins(b *pgx.Batch, ref []any) {
 				rank, severity = r, v
 			}
 		}
+	}
+	return severity, rank
+}
+
+// queueJoins adds the occurrences that began firing to the group's open incident with their
+// events (one each for the first 200 of the incident, then one a notification that says how
+// many more joined), links alerts whose stored copy was newer than the joining one (the upsert
+// left them), and, in an incident that was open before, raises its severity and counts its
+// alerts (an incident the batch opens has both from queueCreateIncident).
+func (w *ingestWrites) queueJoins(b *pgx.Batch, ref []any) {
+	alertCount := 0
+	if w.open != nil {
+		alertCount = w.open.alertCount
 	}
 	budget := max(maxIndividualAlertEvents-alertCount, 0)
 	if len(w.joins) > 0 {
@@ -165,10 +173,13 @@ func (w *ingestWrites) queueJoins(b *pgx.Batch, ref []any) {
 				slices.Concat(ref, []any{fmt.Sprintf("%d more alerts joined", more)})...)
 		}
 	}
-	b.Queue(`UPDATE incidents SET alert_count = alert_count + $4,
-			severity = CASE WHEN $5 <> '' THEN $5 ELSE severity END,
-			severity_rank = CASE WHEN $5 <> '' THEN $6 ELSE severity_rank END
-		WHERE id = `+incidentRef, slices.Concat(ref, []any{len(w.joins), severity, rank})...)
+	if w.open != nil {
+		severity, rank := w.severity(w.open.severityRank, w.open.hasSeverity)
+		b.Queue(`UPDATE incidents SET alert_count = alert_count + $2,
+				severity = CASE WHEN $3 <> '' THEN $3 ELSE severity END,
+				severity_rank = CASE WHEN $3 <> '' THEN $4 ELSE severity_rank END
+			WHERE id = $1`, w.open.id, len(w.joins), severity, rank)
+	}
 	if len(w.reopen) > 0 {
 		ids := make([]int64, len(w.reopen))
 		for k, i := range w.reopen {
