@@ -490,3 +490,42 @@ func TestWebhook_SenderGoneIsCanceled(t *testing.T) {
 		t.Fatalf("%d alerts stored (%v), want none", alerts, err)
 	}
 }
+
+// TestWebhook_BodyReplay: a body sent again byte for byte, just applied, is answered from the
+// record of its body (the alerts it held), without being read, and changes nothing; the same
+// notification written otherwise is read and answered as a replay of its snapshot.
+func TestWebhook_BodyReplay(t *testing.T) {
+	e := newIncidentEnv(t)
+	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	body := mustJSON(t, notification("g", "firing", amAlert("f1", "firing", t0, map[string]string{"alertname": "X"}),
+		amAlert("f2", "firing", t0, map[string]string{"alertname": "X"})))
+	answer := func(what string, body []byte, alerts int) {
+		t.Helper()
+		resp := e.deliver(t, body)
+		var got struct {
+			Status string
+			Alerts int
+		}
+		if resp.Status != http.StatusOK || json.Unmarshal(resp.Body, &got) != nil || got.Status != "stored" || got.Alerts != alerts {
+			t.Fatalf("%s: got %d %s, want 200, stored, %d alerts", what, resp.Status, resp.Body, alerts)
+		}
+	}
+	answer("the first delivery", body, 2)
+	var events int
+	pool := e.srv.Store.Pool()
+	if err := pool.QueryRow(t.Context(), `SELECT count(*) FROM incident_events`).Scan(&events); err != nil {
+		t.Fatal(err)
+	}
+	answer("the same body again", body, 2)
+	// The answer of a body's replay is what the record of the body says: a planted count shows
+	// that the body was not read.
+	if _, err := pool.Exec(t.Context(), `UPDATE notification_digests SET body_alerts = 7`); err != nil {
+		t.Fatal(err)
+	}
+	answer("the same body, its record planted", body, 7)
+	answer("the same notification with other spacing", append([]byte(" "), body...), 2)
+	var after int
+	if err := pool.QueryRow(t.Context(), `SELECT count(*) FROM incident_events`).Scan(&after); err != nil || after != events {
+		t.Fatalf("the replays wrote %d events (%v), want none", after-events, err)
+	}
+}

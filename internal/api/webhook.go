@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -81,7 +82,22 @@ func (s *server) receiveNotification(w http.ResponseWriter, r *http.Request) str
 		s.writeError(w, r, err)
 		return failedOutcome(err)
 	}
-	n, bad := s.readNotification(w, r)
+	// A body sent again byte for byte, just applied, is answered from its SHA-256 before it is
+	// read (store.ReplayedBody): Alertmanager re-sends each snapshot as it wrote it.
+	body, bad := s.readBody(w, r)
+	var n store.Notification
+	if bad == nil {
+		sum := sha256.Sum256(body)
+		alerts, replay, err := s.store.ReplayedBody(r.Context(), caller, sum[:])
+		switch {
+		case err != nil:
+			return s.notStored(w, r, err)
+		case replay:
+			return s.stored(w, store.IngestResult{Replay: true}, alerts)
+		}
+		n, bad = parseNotification(body)
+		n.BodySum = sum[:]
+	}
 	if bad != nil {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
 		defer cancel()
@@ -102,17 +118,29 @@ func (s *server) receiveNotification(w http.ResponseWriter, r *http.Request) str
 		}
 	}
 	if err != nil {
-		if (retryable(err) || errors.Is(err, store.ErrUnavailable)) && !errors.Is(err, context.Canceled) {
-			s.writeError(w, r, &apiError{Status: http.StatusServiceUnavailable, Code: "unavailable",
-				Message: "The notification could not be stored now; Alertmanager will send it again.", RetryAfter: time.Second})
-			return "unavailable"
-		}
-		s.writeError(w, r, err)
-		return failedOutcome(err)
+		return s.notStored(w, r, err)
 	}
+	return s.stored(w, res, len(n.Alerts))
+}
+
+// notStored answers a notification the store could not take (err), and returns the outcome:
+// 503 for what may pass, so that Alertmanager sends it again.
+func (s *server) notStored(w http.ResponseWriter, r *http.Request, err error) string {
+	if (retryable(err) || errors.Is(err, store.ErrUnavailable)) && !errors.Is(err, context.Canceled) {
+		s.writeError(w, r, &apiError{Status: http.StatusServiceUnavailable, Code: "unavailable",
+			Message: "The notification could not be stored now; Alertmanager will send it again.", RetryAfter: time.Second})
+		return "unavailable"
+	}
+	s.writeError(w, r, err)
+	return failedOutcome(err)
+}
+
+// stored answers a notification of alerts alerts that the store applied (res), counting its
+// alerts by outcome, and returns the outcome.
+func (s *server) stored(w http.ResponseWriter, res store.IngestResult, alerts int) string {
 	replayed := 0
 	if res.Replay {
-		replayed = len(n.Alerts)
+		replayed = alerts
 	}
 	for outcome, count := range map[string]int{"new": res.New, "refreshed": res.Refreshed, "resolved": res.Stopped,
 		"stale": res.Stale, "replayed": replayed} {
@@ -124,7 +152,7 @@ func (s *server) receiveNotification(w http.ResponseWriter, r *http.Request) str
 		Status     string `json:"status"`
 		Alerts     int    `json:"alerts"`
 		IncidentID int64  `json:"incident_id,omitempty"`
-	}{Status: "stored", Alerts: len(n.Alerts), IncidentID: res.IncidentID}
+	}{Status: "stored", Alerts: alerts, IncidentID: res.IncidentID}
 	writeJSON(w, http.StatusOK, body)
 	return "stored"
 }
@@ -149,9 +177,8 @@ func retryable(err error) bool {
 	return errors.As(err, &pgErr) && (pgErr.Code == "40001" || pgErr.Code == "40P01")
 }
 
-// readNotification reads and checks the body: a 413 past the bound, a 400 for anything that is
-// not Alertmanager's webhook of version 4, with a message that quotes nothing of the body.
-func (s *server) readNotification(w http.ResponseWriter, r *http.Request) (store.Notification, *apiError) {
+// readBody reads the body: a 413 past the bound, a 400 if it cannot be read to its end.
+func (s *server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *apiError) {
 	limit := s.opts.WebhookMaxBytes
 	if limit <= 0 {
 		limit = DefaultWebhookMaxBytes
@@ -160,11 +187,18 @@ func (s *server) readNotification(w http.ResponseWriter, r *http.Request) (store
 	var maxErr *http.MaxBytesError
 	switch {
 	case errors.As(err, &maxErr):
-		return store.Notification{}, &apiError{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large",
+		return nil, &apiError{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large",
 			Message: fmt.Sprintf("The notification is larger than %d bytes: lower max_alerts in Alertmanager's receiver, or raise --webhook-max-bytes.", limit)}
 	case err != nil:
-		return store.Notification{}, errBadRequest("invalid_body", "The body could not be read to its end.")
-	case !utf8.Valid(body):
+		return nil, errBadRequest("invalid_body", "The body could not be read to its end.")
+	}
+	return body, nil
+}
+
+// parseNotification checks the body: a 400 for anything that is not Alertmanager's webhook of
+// version 4, with a message that quotes nothing of the body.
+func parseNotification(body []byte) (store.Notification, *apiError) {
+	if !utf8.Valid(body) {
 		return store.Notification{}, errBadRequest("invalid_body", "The body is not valid UTF-8.")
 	}
 	var am amNotification

@@ -51,19 +51,37 @@ func digestOf(n Notification, alerts []NotifiedAlert, cols alertColumns) []byte 
 }
 
 // appliedRecently reports whether the group's last applied notification had this digest and was
-// applied within replayWindow; if so, it records the delivery on the integration and its key
-// (touchIntegrationSQL) unless their authentication found both recorded within the second.
+// applied within replayWindow; if so, it records the delivery (replayed).
 func (s *Store) appliedRecently(ctx context.Context, caller IntegrationCaller, groupKey string, digest []byte) (bool, error) {
 	var recent bool
 	err := s.pool.QueryRow(ctx, `SELECT applied_at >= now() - interval '`+replayWindow+`' FROM notification_digests
 		WHERE integration_id = $1 AND group_key = $2 AND digest = $3`, caller.IntegrationID, groupKey, digest).Scan(&recent)
+	return s.replayed(ctx, caller, recent, err)
+}
+
+// ReplayedBody reports whether the body whose SHA-256 is sum is, byte for byte, its group's last
+// applied notification (Notification.BodySum), applied within replayWindow and as the digest
+// the group still has; if so, it records the delivery and returns how many alerts the body
+// held. The caller then answers the body as applied without reading it.
+func (s *Store) ReplayedBody(ctx context.Context, caller IntegrationCaller, sum []byte) (alerts int, replay bool, err error) {
+	err = s.pool.QueryRow(ctx, `SELECT body_alerts FROM notification_digests
+		WHERE integration_id = $1 AND body = $2 AND body_of = digest AND applied_at >= now() - interval '`+replayWindow+`'
+		LIMIT 1`, caller.IntegrationID, sum).Scan(&alerts)
+	replay, err = s.replayed(ctx, caller, err == nil, err)
+	return alerts, replay, err
+}
+
+// replayed ends a replay's read (found, or err): none when no row was found; else, if found,
+// the delivery recorded on the integration and its key (touchIntegrationSQL) unless their
+// authentication found both recorded within the second.
+func (s *Store) replayed(ctx context.Context, caller IntegrationCaller, found bool, err error) (bool, error) {
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return false, nil
 	case err != nil:
 		return false, wrap(err, "read the group's last notification")
-	case recent && !caller.touchedRecently:
+	case found && !caller.touchedRecently:
 		_, err = s.pool.Exec(ctx, touchIntegrationSQL, caller.IntegrationID, caller.KeyID)
 	}
-	return recent, wrap(err, "record the delivery")
+	return found, wrap(err, "record the delivery")
 }

@@ -25,6 +25,8 @@ type Notification struct {
 	GroupLabels     map[string]string
 	CommonLabels    map[string]string
 	Alerts          []NotifiedAlert
+	// BodySum is the SHA-256 of the body as it came, kept for ReplayedBody; nil: none.
+	BodySum []byte
 }
 
 // NotifiedAlert is one alert of a Notification.
@@ -178,7 +180,7 @@ func ingest(ctx context.Context, tx batchSender, caller IntegrationCaller, n Not
 	if err := w.queue(b, n, res.Stale > 0, &res.Resolved); err != nil {
 		return err
 	}
-	queueTouchIntegration(b, caller, n.GroupKey, digest)
+	queueTouchIntegration(b, caller, n, digest)
 	b.Queue("COMMIT")
 	return wrap(tx.SendBatch(ctx, b).Close(), "apply the notification")
 }

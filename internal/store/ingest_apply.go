@@ -304,13 +304,20 @@ func scanResolved(row pgx.Row, resolved *bool) error {
 	return err
 }
 
-// queueTouchIntegration records the notification's digest on its group (digest.go), and the
-// delivery on the integration and its key (touchIntegrationSQL) unless their authentication
-// found both recorded within the second.
-func queueTouchIntegration(b *pgx.Batch, caller IntegrationCaller, groupKey string, digest []byte) {
-	b.Queue(`INSERT INTO notification_digests (integration_id, group_key, digest, applied_at) VALUES ($1, $2, $3, now())
-		ON CONFLICT (integration_id, group_key) DO UPDATE SET digest = excluded.digest, applied_at = excluded.applied_at`,
-		caller.IntegrationID, groupKey, digest)
+// queueTouchIntegration records the notification's digest on its group, with its body's
+// SHA-256 and count of alerts when it has one (digest.go), and the delivery on the integration
+// and its key (touchIntegrationSQL) unless their authentication found both recorded within the
+// second.
+func queueTouchIntegration(b *pgx.Batch, caller IntegrationCaller, n Notification, digest []byte) {
+	var bodyOf []byte
+	if n.BodySum != nil {
+		bodyOf = digest
+	}
+	b.Queue(`INSERT INTO notification_digests (integration_id, group_key, digest, applied_at, body, body_of, body_alerts)
+			VALUES ($1, $2, $3, now(), $4, $5, $6)
+		ON CONFLICT (integration_id, group_key) DO UPDATE SET digest = excluded.digest, applied_at = excluded.applied_at,
+			body = excluded.body, body_of = excluded.body_of, body_alerts = excluded.body_alerts`,
+		caller.IntegrationID, n.GroupKey, digest, n.BodySum, bodyOf, len(n.Alerts))
 	if !caller.touchedRecently {
 		b.Queue(touchIntegrationSQL, caller.IntegrationID, caller.KeyID)
 	}

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"strings"
@@ -527,4 +528,66 @@ func TestIngest_FailedWriteLeavesNothing(t *testing.T) {
 			t.Fatalf("the notification once it can be written: got %+v, %d alerts", res, len(in.Alerts))
 		}
 	})
+}
+
+// TestIngest_BodyReplay: a body sent again byte for byte is a replay, with the count of alerts
+// it held, while it is its group's last applied notification, within the replay window, and
+// applied as the digest the group still has; the delivery is recorded. Anything else is not:
+// another body, the same after a newer notification of its group, after the window, after a
+// replica of an older version changed the group's digest (it writes none of the body's
+// columns), or a notification applied without its body's sum.
+func TestIngest_BodyReplay(t *testing.T) {
+	ctx := context.Background()
+	st := mustStore(t)
+	c := mustIntegration(t, st, "prod")
+	other := mustIntegration(t, st, "staging")
+	sum := func(s string) []byte {
+		h := sha256.Sum256([]byte(s))
+		return h[:]
+	}
+	replay := func(what string, c store.IntegrationCaller, body string, want int) {
+		t.Helper()
+		alerts, ok, err := st.ReplayedBody(ctx, c, sum(body))
+		switch {
+		case err != nil:
+			t.Fatalf("%s: %v", what, err)
+		case ok != (want >= 0) || ok && alerts != want:
+			t.Fatalf("%s: replay %v of %d alerts; want a replay: %v, of %d", what, ok, alerts, want >= 0, want)
+		}
+	}
+	withBody := func(n store.Notification, body string) store.Notification {
+		n.BodySum = sum(body)
+		return n
+	}
+	first := withBody(group("g", firing("CPU", "f1", t0), firing("CPU", "f2", t0), firing("CPU", "f1", t0)), "body 1")
+	mustIngest(t, st, c, first)
+	replay("the same body", c, "body 1", 3)
+	replay("another body", c, "body 2", -1)
+	replay("the same body from another integration", other, "body 1", -1)
+
+	mustExec(t, st, `UPDATE integrations SET last_delivery_at = now() - interval '10 seconds'`)
+	mustExec(t, st, `UPDATE integration_keys SET last_used_at = now() - interval '10 seconds'`)
+	replay("the same body, the delivery not recorded within the second", c, "body 1", 3)
+	if n := mustCount(t, st, `SELECT (SELECT count(*) FROM integrations WHERE id = $1 AND last_delivery_at > now() - interval '5 seconds')
+			+ (SELECT count(*) FROM integration_keys WHERE integration_id = $1 AND last_used_at > now() - interval '5 seconds')`,
+		c.IntegrationID); n != 2 {
+		t.Fatalf("a body's replay recorded the delivery on %d of the integration and its key, want both", n)
+	}
+
+	mustIngest(t, st, c, withBody(group("g", firing("CPU", "f1", t0)), "body 2"))
+	replay("the first body after a newer one", c, "body 1", -1)
+	replay("the newer body", c, "body 2", 1)
+
+	mustExec(t, st, `UPDATE notification_digests SET applied_at = now() - interval '1 minute'`)
+	replay("after the window", c, "body 2", -1)
+
+	mustIngest(t, st, c, withBody(group("g", firing("CPU", "f3", t0)), "body 3"))
+	replay("body 3", c, "body 3", 1)
+	// A replica of an older version applies another notification of the group: digest and
+	// applied_at change, the body's columns stay.
+	mustExec(t, st, `UPDATE notification_digests SET digest = '\x00'::bytea, applied_at = now()`)
+	replay("body 3 after an older replica's notification", c, "body 3", -1)
+
+	mustIngest(t, st, c, group("g", firing("CPU", "f4", t0)))
+	replay("after a notification applied without its body's sum", c, "body 3", -1)
 }
