@@ -13,7 +13,9 @@ import (
 // A notification is a snapshot of its group, and Alertmanager sends the same one again and
 // again: both members of an HA pair send each, a failure is retried, every repeat_interval
 // re-sends it. The digest of the last one applied to a group lets the same one again, within
-// replayWindow, be answered from one read. The window is what keeps that safe: within it,
+// replayWindow, be answered with no write: from the SHA-256 of its body, before it is read,
+// when it comes byte for byte as before (ReplayedBody); else from its digest, read with the
+// group under its lock (Ingest). The window is what keeps that safe: within it,
 // the stored state is what applying the snapshot again would leave (its firing occurrences
 // were reported at most refreshAfter before it was applied, so none can have expired, the
 // least expire_after being a minute), except what a newer notification changed, whose digest
@@ -50,14 +52,11 @@ func digestOf(n Notification, alerts []NotifiedAlert, cols alertColumns) []byte 
 	return h.Sum(nil)
 }
 
-// appliedRecently reports whether the group's last applied notification had this digest and was
-// applied within replayWindow; if so, it records the delivery (replayed).
-func (s *Store) appliedRecently(ctx context.Context, caller IntegrationCaller, groupKey string, digest []byte) (bool, error) {
-	var recent bool
-	err := s.pool.QueryRow(ctx, `SELECT applied_at >= now() - interval '`+replayWindow+`' FROM notification_digests
-		WHERE integration_id = $1 AND group_key = $2 AND digest = $3`, caller.IntegrationID, groupKey, digest).Scan(&recent)
-	return s.replayed(ctx, caller, recent, err)
-}
+// appliedRecentlySQL says whether the group's ($1, $2) last applied notification had the digest
+// $3 and was applied within replayWindow (no row: it had another). Ingest reads it with the
+// group, under its lock.
+const appliedRecentlySQL = `SELECT applied_at >= now() - interval '` + replayWindow + `' FROM notification_digests
+	WHERE integration_id = $1 AND group_key = $2 AND digest = $3`
 
 // ReplayedBody reports whether the body whose SHA-256 is sum is, byte for byte, its group's last
 // applied notification (Notification.BodySum), applied within replayWindow and as the digest
@@ -67,21 +66,15 @@ func (s *Store) ReplayedBody(ctx context.Context, caller IntegrationCaller, sum 
 	err = s.pool.QueryRow(ctx, `SELECT body_alerts FROM notification_digests
 		WHERE integration_id = $1 AND body = $2 AND body_of = digest AND applied_at >= now() - interval '`+replayWindow+`'
 		LIMIT 1`, caller.IntegrationID, sum).Scan(&alerts)
-	replay, err = s.replayed(ctx, caller, err == nil, err)
-	return alerts, replay, err
-}
-
-// replayed ends a replay's read (found, or err): none when no row was found; else, if found,
-// the delivery recorded on the integration and its key (touchIntegrationSQL) unless their
-// authentication found both recorded within the second.
-func (s *Store) replayed(ctx context.Context, caller IntegrationCaller, found bool, err error) (bool, error) {
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return false, nil
+		return 0, false, nil
 	case err != nil:
-		return false, wrap(err, "read the group's last notification")
-	case found && !caller.touchedRecently:
+		return 0, false, wrap(err, "read the group's last notification")
+	case !caller.touchedRecently:
+		// The delivery is recorded on the integration and its key unless their authentication
+		// found both recorded within the second.
 		_, err = s.pool.Exec(ctx, touchIntegrationSQL, caller.IntegrationID, caller.KeyID)
 	}
-	return found, wrap(err, "record the delivery")
+	return alerts, true, wrap(err, "record the delivery")
 }

@@ -73,9 +73,6 @@ func (s *Store) Ingest(ctx context.Context, caller IntegrationCaller, n Notifica
 	alerts := latestCopies(n.Alerts)
 	cols := encodeAlerts(alerts, time.Now())
 	digest := digestOf(n, alerts, cols)
-	if replay, err := s.appliedRecently(ctx, caller, n.GroupKey, digest); err != nil || replay {
-		return IngestResult{Replay: replay}, err
-	}
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return IngestResult{}, wrap(err, "acquire a connection")
@@ -128,16 +125,27 @@ const refreshAfter = "15 seconds"
 
 // ingest applies the notification in one transaction of two round trips: readGroup begins it
 // and reads the group under its lock; what each copy does is decided here; then every write
-// and the commit go in one batch (ingestWrites). A transaction of a failed round trip is left
+// and the commit go in one batch (ingestWrites). A replay (the group's last notification,
+// applied within replayWindow, found by its digest with the group) commits with nothing
+// written but the delivery's record. A transaction of a failed round trip is left
 // open, for the caller to roll back; a failure seen while the COMMIT was on its way (the
 // request canceled, the connection lost) may come after Postgres committed, and the same
 // snapshot sent again then changes nothing. BEGIN and COMMIT ride with the statements: as
 // round trips of their own, they were two of a notification's five.
 func ingest(ctx context.Context, tx batchSender, caller IntegrationCaller, n Notification, alerts []NotifiedAlert,
 	cols alertColumns, digest []byte, onCall bool, res *IngestResult) error {
-	found, open, err := readGroup(ctx, tx, caller.IntegrationID, n.GroupKey, alerts)
+	found, open, replay, err := readGroup(ctx, tx, caller.IntegrationID, n.GroupKey, alerts, digest)
 	if err != nil {
 		return err
+	}
+	if replay {
+		res.Replay = true
+		b := &pgx.Batch{}
+		if !caller.touchedRecently {
+			b.Queue(touchIntegrationSQL, caller.IntegrationID, caller.KeyID)
+		}
+		b.Queue("COMMIT")
+		return wrap(tx.SendBatch(ctx, b).Close(), "record the delivery")
 	}
 	w := ingestWrites{integrationID: caller.IntegrationID, groupKey: n.GroupKey, alerts: alerts, cols: cols, found: found,
 		open: open}
@@ -208,10 +216,11 @@ func latestCopies(in []NotifiedAlert) []NotifiedAlert {
 }
 
 // upsertAlertsSQL writes the alerts' rows: a new fingerprint is inserted; a copy of the stored
-// occurrence or of a newer one replaces what the row says, except a firing copy of an
-// occurrence Alertmanager resolved (stale), and a copy that changes nothing of a row received
-// within refreshAfter (received_at is then that recent). An alert that joins the group's
-// incident ($10 true) points at it (incidentRef), unless it points at a newer one.
+// occurrence or of a newer one (freshCopy) replaces what the row says, except a copy that
+// changes nothing of a row received within refreshAfter (received_at is then that recent). An
+// alert that joins the group's incident ($12 true) points at it (incidentRef) unless it points
+// at a newer one, whatever the copy: one whose stored copy is newer, or of an occurrence
+// Alertmanager resolved (the occurrence joins in another group), keeps its other columns.
 const upsertAlertsSQL = `INSERT INTO alerts AS a (integration_id, fingerprint, name, status, labels, annotations, starts_at,
 			ends_at, generator_url, received_at, resolution_source, incident_id)
 		SELECT $1, fingerprint, name, status, labels, annotations, starts_at, ends_at, generator_url, now(),
@@ -222,17 +231,29 @@ const upsertAlertsSQL = `INSERT INTO alerts AS a (integration_id, fingerprint, n
 			pg_catalog.unnest($12::bool[]))
 			WITH ORDINALITY AS x(fingerprint, name, status, labels, annotations, starts_at, ends_at, generator_url, joins, n)
 		ORDER BY n
-		ON CONFLICT (integration_id, fingerprint) DO UPDATE SET name = excluded.name, status = excluded.status,
-			labels = excluded.labels, annotations = excluded.annotations, starts_at = excluded.starts_at,
-			ends_at = excluded.ends_at, generator_url = excluded.generator_url, received_at = excluded.received_at,
-			resolution_source = excluded.resolution_source, incident_id = greatest(a.incident_id, excluded.incident_id)
-		WHERE (excluded.starts_at > a.starts_at OR excluded.starts_at = a.starts_at
-				AND (excluded.status = 'resolved' OR a.resolution_source IS DISTINCT FROM 'alertmanager'))
-			AND ((a.name, a.status, a.labels, a.annotations, a.starts_at, a.ends_at, a.generator_url, a.resolution_source,
-					a.incident_id)
-				IS DISTINCT FROM (excluded.name, excluded.status, excluded.labels, excluded.annotations, excluded.starts_at,
-					excluded.ends_at, excluded.generator_url, excluded.resolution_source, greatest(a.incident_id, excluded.incident_id))
-				OR a.received_at < now() - interval '` + refreshAfter + `')`
+		ON CONFLICT (integration_id, fingerprint) DO UPDATE SET
+			name = CASE WHEN ` + freshCopy + ` THEN excluded.name ELSE a.name END,
+			status = CASE WHEN ` + freshCopy + ` THEN excluded.status ELSE a.status END,
+			labels = CASE WHEN ` + freshCopy + ` THEN excluded.labels ELSE a.labels END,
+			annotations = CASE WHEN ` + freshCopy + ` THEN excluded.annotations ELSE a.annotations END,
+			starts_at = CASE WHEN ` + freshCopy + ` THEN excluded.starts_at ELSE a.starts_at END,
+			ends_at = CASE WHEN ` + freshCopy + ` THEN excluded.ends_at ELSE a.ends_at END,
+			generator_url = CASE WHEN ` + freshCopy + ` THEN excluded.generator_url ELSE a.generator_url END,
+			received_at = CASE WHEN ` + freshCopy + ` THEN excluded.received_at ELSE a.received_at END,
+			resolution_source = CASE WHEN ` + freshCopy + ` THEN excluded.resolution_source ELSE a.resolution_source END,
+			incident_id = greatest(a.incident_id, excluded.incident_id)
+		WHERE ` + freshCopy + `
+				AND ((a.name, a.status, a.labels, a.annotations, a.starts_at, a.ends_at, a.generator_url, a.resolution_source,
+						a.incident_id)
+					IS DISTINCT FROM (excluded.name, excluded.status, excluded.labels, excluded.annotations, excluded.starts_at,
+						excluded.ends_at, excluded.generator_url, excluded.resolution_source, greatest(a.incident_id, excluded.incident_id))
+					OR a.received_at < now() - interval '` + refreshAfter + `')
+			OR excluded.incident_id > coalesce(a.incident_id, 0)`
+
+// freshCopy says, in upsertAlertsSQL's conflict, that the copy is of the stored occurrence or
+// of a newer one, and not a firing copy of an occurrence Alertmanager resolved (stale).
+const freshCopy = `(excluded.starts_at > a.starts_at OR excluded.starts_at = a.starts_at
+	AND (excluded.status = 'resolved' OR a.resolution_source IS DISTINCT FROM 'alertmanager'))`
 
 // incidentRef is, in the statements of a notification's writes ($1 the integration, $2 the
 // group, $3 its open incident when the notification found one), the group's open incident:
@@ -342,17 +363,17 @@ const (
 	ingestSettingsSQL = `SELECT ` + ingestSettings
 )
 
-// readGroup begins the notification's transaction, takes the group's lock and reads the
-// group's occurrences (by the index of their alert) and open incident (nil when none), in one
-// round trip.
-func readGroup(ctx context.Context, tx batchSender, integrationID int64, groupKey string, alerts []NotifiedAlert) (
-	map[int]occurrence, *openIncidentRow, error) {
+// readGroup begins the notification's transaction, takes the group's lock and reads whether
+// the notification (digest) is a replay of the group's last one (digest.go), the group's
+// occurrences (by the index of their alert) and open incident (nil when none), in one round
+// trip.
+func readGroup(ctx context.Context, tx batchSender, integrationID int64, groupKey string, alerts []NotifiedAlert, digest []byte) (
+	found map[int]occurrence, open *openIncidentRow, replay bool, err error) {
 	fingerprints, starts := make([]string, len(alerts)), make([]time.Time, len(alerts))
 	for i, a := range alerts {
 		fingerprints[i], starts[i] = a.Fingerprint, a.StartsAt
 	}
-	found := map[int]occurrence{}
-	var open *openIncidentRow
+	found = map[int]occurrence{}
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
 	// Every statement of a notification finds its rows by key, and a plan that reads a table
@@ -363,6 +384,12 @@ func readGroup(ctx context.Context, tx batchSender, integrationID int64, groupKe
 	// penalty's cost would start (20 ms a statement). They are set in the statement that takes
 	// the lock: both come before the reads, which take their snapshot once they hold it.
 	b.Queue(`SELECT pg_advisory_xact_lock(pg_catalog.hashtextextended($1, 0)), `+ingestSettings, groupLockKey(integrationID, groupKey))
+	b.Queue(appliedRecentlySQL, integrationID, groupKey, digest).QueryRow(func(row pgx.Row) error {
+		if err := row.Scan(&replay); !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		return nil
+	})
 	b.Queue(findOccurrencesSQL, integrationID, groupKey, fingerprints, starts).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var n int
@@ -384,17 +411,17 @@ func readGroup(ctx context.Context, tx batchSender, integrationID int64, groupKe
 		return err
 	})
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return nil, nil, wrap(err, "read the group")
+		return nil, nil, false, wrap(err, "read the group")
 	}
-	return found, open, nil
+	return found, open, replay, nil
 }
 
 // queueCreateIncident opens the group's incident of alertCount alerts and severity (none when
 // ""), with its "triggered" event, and with onCall gives it to today's on-call person, with an
-// "assigned" event that names them: one statement, which sets *id when the batch runs. The day's entry is read FOR SHARE, so a change of it
-// (AssignSchedule, DeleteScheduleEntry, DeleteUser) waits for this transaction, or comes first
-// and is read as it left the day: the incident goes to the day's holder before or after a
-// replacement, never to a deleted person.
+// "assigned" event that names them: one statement, which sets *id when the batch runs. The
+// day's entry is read FOR SHARE, so a change of it (AssignSchedule, DeleteScheduleEntry,
+// DeleteUser) waits for this transaction, or comes first and is read as it left the day: the
+// incident goes to the day's holder before or after a replacement, never to a deleted person.
 func queueCreateIncident(b *pgx.Batch, integrationID int64, n Notification, first NotifiedAlert, onCall bool,
 	alertCount int, severity string, rank int, id *int64) {
 	labels := appendJSONObject(nil, n.GroupLabels)

@@ -152,9 +152,8 @@ func (w *ingestWrites) severity(rank int, hasSeverity bool) (string, int) {
 
 // queueJoins adds the occurrences that began firing to the group's open incident with their
 // events (one each for the first 200 of the incident, then one a notification that says how
-// many more joined), links alerts whose stored copy was newer than the joining one (the upsert
-// left them), and, in an incident that was open before, raises its severity and counts its
-// alerts (an incident the batch opens has both from queueCreateIncident).
+// many more joined), and, in an incident that was open before, raises its severity and counts
+// its alerts (an incident the batch opens has both from queueCreateIncident).
 func (w *ingestWrites) queueJoins(b *pgx.Batch, ref []any) {
 	alertCount := 0
 	if w.open != nil {
@@ -192,12 +191,9 @@ func (w *ingestWrites) queueJoins(b *pgx.Batch, ref []any) {
 }
 
 // joinSQL adds occurrences (fingerprints $4, startsAt $5) to the group's open incident
-// (incidentRef), each alert found by a lateral lookup by index; writes alert_added for those of
-// $6; and links to the incident the alerts the upsert left pointing elsewhere (their stored copy
-// was newer than the joining one), found by the ids the lookups found. As fingerprint = ANY($4),
-// Postgres read every alert of the integration to find them, and with incident_id IS NULL OR
-// incident_id < the incident, every alert of an older incident: the condition on incident_id
-// is written so that no index matches it.
+// (incidentRef), each alert found by a lateral lookup by index (as fingerprint = ANY($4),
+// Postgres read every alert of the integration to find them), and writes alert_added for
+// those of $6. The upsert before it pointed their alerts at the incident.
 const joinSQL = `WITH j AS MATERIALIZED (
 		SELECT x.n, x.starts_at, x.event, a.id AS alert_id, ` + incidentRef + ` AS incident_id
 		FROM ROWS FROM (pg_catalog.unnest($4::text[]), pg_catalog.unnest($5::timestamptz[]), pg_catalog.unnest($6::bool[]))
@@ -206,9 +202,6 @@ const joinSQL = `WITH j AS MATERIALIZED (
 	), o AS (
 		INSERT INTO incident_alerts (incident_id, alert_id, group_key, starts_at, status)
 		SELECT incident_id, alert_id, $2, starts_at, 'firing' FROM j ORDER BY n
-	), l AS (
-		UPDATE alerts SET incident_id = ` + incidentRef + `
-		WHERE id = ANY(ARRAY(SELECT alert_id FROM j)) AND coalesce(incident_id, 0) < ` + incidentRef + `
 	)
 	INSERT INTO incident_events (incident_id, type, alert_id)
 	SELECT incident_id, '` + EventAlertAdded + `', alert_id FROM j WHERE event ORDER BY n`
@@ -307,17 +300,21 @@ func scanResolved(row pgx.Row, resolved *bool) error {
 // queueTouchIntegration records the notification's digest on its group, with its body's
 // SHA-256 and count of alerts when it has one (digest.go), and the delivery on the integration
 // and its key (touchIntegrationSQL) unless their authentication found both recorded within the
-// second.
+// second. A notification without its body's sum leaves the body's columns as they were, as a
+// replica of an older version does: the digest they were recorded with (body_of) says whether
+// they still hold.
 func queueTouchIntegration(b *pgx.Batch, caller IntegrationCaller, n Notification, digest []byte) {
-	var bodyOf []byte
-	if n.BodySum != nil {
-		bodyOf = digest
+	if n.BodySum == nil {
+		b.Queue(`INSERT INTO notification_digests (integration_id, group_key, digest, applied_at) VALUES ($1, $2, $3, now())
+			ON CONFLICT (integration_id, group_key) DO UPDATE SET digest = excluded.digest, applied_at = excluded.applied_at`,
+			caller.IntegrationID, n.GroupKey, digest)
+	} else {
+		b.Queue(`INSERT INTO notification_digests (integration_id, group_key, digest, applied_at, body, body_of, body_alerts)
+				VALUES ($1, $2, $3, now(), $4, $3, $5)
+			ON CONFLICT (integration_id, group_key) DO UPDATE SET digest = excluded.digest, applied_at = excluded.applied_at,
+				body = excluded.body, body_of = excluded.body_of, body_alerts = excluded.body_alerts`,
+			caller.IntegrationID, n.GroupKey, digest, n.BodySum, len(n.Alerts))
 	}
-	b.Queue(`INSERT INTO notification_digests (integration_id, group_key, digest, applied_at, body, body_of, body_alerts)
-			VALUES ($1, $2, $3, now(), $4, $5, $6)
-		ON CONFLICT (integration_id, group_key) DO UPDATE SET digest = excluded.digest, applied_at = excluded.applied_at,
-			body = excluded.body, body_of = excluded.body_of, body_alerts = excluded.body_alerts`,
-		caller.IntegrationID, n.GroupKey, digest, n.BodySum, bodyOf, len(n.Alerts))
 	if !caller.touchedRecently {
 		b.Queue(touchIntegrationSQL, caller.IntegrationID, caller.KeyID)
 	}

@@ -588,6 +588,63 @@ func TestIngest_BodyReplay(t *testing.T) {
 	mustExec(t, st, `UPDATE notification_digests SET digest = '\x00'::bytea, applied_at = now()`)
 	replay("body 3 after an older replica's notification", c, "body 3", -1)
 
-	mustIngest(t, st, c, group("g", firing("CPU", "f4", t0)))
-	replay("after a notification applied without its body's sum", c, "body 3", -1)
+	// A notification applied without its body's sum leaves the body's columns, as an older
+	// replica does: a snapshot with another digest ends them, the same one keeps them.
+	mustIngest(t, st, c, withBody(group("g", firing("CPU", "f4", t0)), "body 4"))
+	mustExec(t, st, `UPDATE notification_digests SET applied_at = now() - interval '1 minute'`)
+	if res := mustIngest(t, st, c, group("g", firing("CPU", "f4", t0))); res.Replay {
+		t.Fatal("the same snapshot after the window was answered as a replay")
+	}
+	replay("body 4 after the same snapshot applied without its body's sum", c, "body 4", 1)
+	mustIngest(t, st, c, group("g", firing("CPU", "f5", t0)))
+	replay("body 4 after another snapshot applied without its body's sum", c, "body 4", -1)
+}
+
+// TestIngest_AlertPointsAtNewestIncident: an alert routed into two groups points at the newest
+// of their incidents, and shows its newest copy, whichever group sent which copy: a group that
+// sends an older copy (a new occurrence there) opens an incident the alert then points at,
+// without the older copy replacing the row's; a resolved copy for the older group leaves the
+// row's firing; and a group whose incident is older does not take the alert back.
+func TestIngest_AlertPointsAtNewestIncident(t *testing.T) {
+	ctx := context.Background()
+	st := mustStore(t)
+	c := mustIntegration(t, st, "prod")
+	t1 := t0.Add(time.Hour)
+	newer := firing("Disk", "f1", t1, "route", "a")
+	older := firing("Disk", "f1", t0, "route", "b")
+	first := mustIngest(t, st, c, group("a", newer)).IncidentID
+	second := mustIngest(t, st, c, group("b", older))
+	if !second.Opened || second.IncidentID <= first {
+		t.Fatalf("the older copy in another group: %+v, want a new incident after %d", second, first)
+	}
+	alertIs := func(what string, incident int64, status string) {
+		t.Helper()
+		var id int64
+		if err := st.Pool().QueryRow(ctx, `SELECT id FROM alerts WHERE fingerprint = 'f1'`).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		a, err := st.AlertByID(ctx, id)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		var points int64
+		if a.IncidentID != nil {
+			points = *a.IncidentID
+		}
+		if points != incident || !a.StartsAt.Equal(t1) || a.Labels["route"] != "a" || a.Status != status {
+			t.Fatalf("%s: the alert points at incident %d, starts at %v, route %s, %s; want incident %d, %v, route a, %s",
+				what, points, a.StartsAt, a.Labels["route"], a.Status, incident, t1, status)
+		}
+	}
+	alertIs("after the older copy", second.IncidentID, store.AlertFiring)
+	if in := mustIncident(t, st, second.IncidentID); in.AlertCount != 1 || len(in.Alerts) != 1 || !in.Alerts[0].StartsAt.Equal(t0) {
+		t.Fatalf("the second incident: %d alerts, %+v; want the occurrence of %v", in.AlertCount, in.Alerts, t0)
+	}
+	if res := mustIngest(t, st, c, group("b", resolved(older, t0.Add(time.Minute)))); !res.Resolved || res.Stopped != 1 {
+		t.Fatalf("the older copy resolved: %+v, want its incident resolved", res)
+	}
+	alertIs("after the older copy's resolution", second.IncidentID, store.AlertFiring)
+	// The first group's incident is older: its notification keeps the alert's newest incident.
+	mustIngest(t, st, c, group("a", newer, firing("Disk", "f2", t1, "route", "a")))
+	alertIs("after the first group again", second.IncidentID, store.AlertFiring)
 }
