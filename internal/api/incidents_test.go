@@ -492,40 +492,84 @@ func TestWebhook_SenderGoneIsCanceled(t *testing.T) {
 }
 
 // TestWebhook_BodyReplay: a body sent again byte for byte, just applied, is answered from the
-// record of its body (the alerts it held), without being read, and changes nothing; the same
-// notification written otherwise is read and answered as a replay of its snapshot.
+// record of its body (the alerts it held), without being read, whether it declares its length
+// (read before its key is checked: one round trip) or not (read after), and changes nothing;
+// the same notification written otherwise is read and answered as a replay of its snapshot.
+// The record answers the integration whose group it is only: the same bytes with another
+// integration's key are read and applied, and with no live key, refused.
 func TestWebhook_BodyReplay(t *testing.T) {
 	e := newIncidentEnv(t)
 	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	body := mustJSON(t, notification("g", "firing", amAlert("f1", "firing", t0, map[string]string{"alertname": "X"}),
 		amAlert("f2", "firing", t0, map[string]string{"alertname": "X"})))
-	answer := func(what string, body []byte, alerts int) {
+	// post sends body with key, with its length declared or, chunked, not.
+	post := func(key string, body []byte, declared bool) (int, []byte) {
 		t.Helper()
-		resp := e.deliver(t, body)
+		var r io.Reader = bytes.NewReader(body)
+		if !declared {
+			r = io.MultiReader(r) // a reader of unknown length: sent chunked
+		}
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, e.srv.URL+"/api/webhooks/alertmanager", r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+key)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, b
+	}
+	answer := func(what, key string, body []byte, declared bool, alerts int) {
+		t.Helper()
+		status, b := post(key, body, declared)
 		var got struct {
 			Status string
 			Alerts int
 		}
-		if resp.Status != http.StatusOK || json.Unmarshal(resp.Body, &got) != nil || got.Status != "stored" || got.Alerts != alerts {
-			t.Fatalf("%s: got %d %s, want 200, stored, %d alerts", what, resp.Status, resp.Body, alerts)
+		if status != http.StatusOK || json.Unmarshal(b, &got) != nil || got.Status != "stored" || got.Alerts != alerts {
+			t.Fatalf("%s: got %d %s, want 200, stored, %d alerts", what, status, b, alerts)
 		}
 	}
-	answer("the first delivery", body, 2)
+	answer("the first delivery", e.integration, body, true, 2)
 	var events int
 	pool := e.srv.Store.Pool()
 	if err := pool.QueryRow(t.Context(), `SELECT count(*) FROM incident_events`).Scan(&events); err != nil {
 		t.Fatal(err)
 	}
-	answer("the same body again", body, 2)
+	answer("the same body again", e.integration, body, true, 2)
 	// The answer of a body's replay is what the record of the body says: a planted count shows
-	// that the body was not read.
+	// that the body was not decoded.
 	if _, err := pool.Exec(t.Context(), `UPDATE notification_digests SET body_alerts = 7`); err != nil {
 		t.Fatal(err)
 	}
-	answer("the same body, its record planted", body, 7)
-	answer("the same notification with other spacing", append([]byte(" "), body...), 2)
+	answer("the same body, its record planted", e.integration, body, true, 7)
+	answer("the same body, its length not declared", e.integration, body, false, 7)
+	answer("the same notification with other spacing", e.integration, append([]byte(" "), body...), true, 2)
 	var after int
 	if err := pool.QueryRow(t.Context(), `SELECT count(*) FROM incident_events`).Scan(&after); err != nil || after != events {
 		t.Fatalf("the replays wrote %d events (%v), want none", after-events, err)
+	}
+
+	if status, b := post(store.IntegrationKeyPrefix+strings.Repeat("0", 64), body, true); status != http.StatusUnauthorized {
+		t.Fatalf("the same body with an unknown key: got %d %s, want 401", status, b)
+	}
+	resp := e.srv.MustDo(t, apitest.Request{Method: http.MethodPost, Path: "/api/integrations", Bearer: e.admin,
+		Body: map[string]string{"name": "staging"}})
+	var other struct{ Keys []struct{ Key string } }
+	if resp.Status != http.StatusCreated {
+		t.Fatalf("create integration: %d %s", resp.Status, resp.Body)
+	}
+	resp.JSON(t, &other)
+	answer("the same body from another integration", other.Keys[0].Key, body, true, 2)
+	var incidents int
+	if err := pool.QueryRow(t.Context(), `SELECT count(DISTINCT integration_id) FROM incidents`).Scan(&incidents); err != nil || incidents != 2 {
+		t.Fatalf("incidents of %d integrations (%v), want 2: the other integration's body was not applied", incidents, err)
 	}
 }

@@ -71,6 +71,7 @@ type Store interface {
 	RevokeIntegrationKey(ctx context.Context, integrationID, keyID int64) error
 	AuthenticateIntegration(ctx context.Context, secret string) (store.IntegrationCaller, error)
 	RecordIntegrationError(ctx context.Context, integrationID int64, msg string) error
+	AuthenticateDelivery(ctx context.Context, secret string, sum []byte) (c store.IntegrationCaller, alerts int, replay bool, err error)
 	ReplayedBody(ctx context.Context, caller store.IntegrationCaller, sum []byte) (alerts int, replay bool, err error)
 	Ingest(ctx context.Context, caller store.IntegrationCaller, n store.Notification) (store.IngestResult, error)
 

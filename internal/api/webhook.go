@@ -36,6 +36,12 @@ const (
 	maxFingerprintBytes = 128
 	maxGeneratorURL     = 4 << 10
 	webhookAttempts     = 3
+	// preAuthBodyBytes bounds what of a body is read before its key is checked (a body that
+	// declares no more; 50 alerts as node-exporter's are about 27 KiB): no more than the
+	// server takes of headers (MaxHeaderBytes), and less than net/http itself reads of a
+	// refused request's body to keep its connection open (256 KiB). A larger body is read
+	// only for a live key.
+	preAuthBodyBytes = 64 << 10
 )
 
 // amNotification is the webhook's body as Alertmanager sends it; fields it may add are ignored.
@@ -69,9 +75,32 @@ func (s *server) handleAlertmanagerWebhook() http.Handler {
 }
 
 // receiveNotification answers one delivery and returns its outcome for the metrics.
+//
+// A body sent again byte for byte, just applied, is answered from its SHA-256 without being
+// decoded (store.ReplayedBody): Alertmanager re-sends each snapshot as it wrote it. A body that
+// declares at most preAuthBodyBytes is read before its key is checked, so that the key and the
+// body's replay are read in one round trip (store.AuthenticateDelivery); a larger one, or one
+// of no declared length, only once the key is known.
 func (s *server) receiveNotification(w http.ResponseWriter, r *http.Request) string {
 	token, _ := bearerToken(r)
-	caller, err := s.store.AuthenticateIntegration(r.Context(), token)
+	var body, sum []byte
+	var bad *apiError
+	early := r.ContentLength > 0 && r.ContentLength <= min(preAuthBodyBytes, s.webhookMaxBytes())
+	if early {
+		if body, bad = s.readBody(w, r); bad == nil {
+			h := sha256.Sum256(body)
+			sum = h[:]
+		}
+	}
+	ctx := r.Context()
+	if bad != nil {
+		// The body could not be read, and its sender may be gone: the key is checked even so,
+		// to answer and record the refusal as for a body read after it.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+	}
+	caller, alerts, replay, err := s.store.AuthenticateDelivery(ctx, token, sum)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		s.refusedEvent(r, "webhook.alertmanager", "invalid_integration_key")
@@ -81,22 +110,26 @@ func (s *server) receiveNotification(w http.ResponseWriter, r *http.Request) str
 	case err != nil:
 		s.writeError(w, r, err)
 		return failedOutcome(err)
+	case replay:
+		return s.stored(w, store.IngestResult{Replay: true}, alerts)
 	}
-	// A body sent again byte for byte, just applied, is answered from its SHA-256 before it is
-	// read (store.ReplayedBody): Alertmanager re-sends each snapshot as it wrote it.
-	body, bad := s.readBody(w, r)
+	if !early {
+		if body, bad = s.readBody(w, r); bad == nil {
+			h := sha256.Sum256(body)
+			sum = h[:]
+			alerts, replay, err := s.store.ReplayedBody(r.Context(), caller, sum)
+			switch {
+			case err != nil:
+				return s.notStored(w, r, err)
+			case replay:
+				return s.stored(w, store.IngestResult{Replay: true}, alerts)
+			}
+		}
+	}
 	var n store.Notification
 	if bad == nil {
-		sum := sha256.Sum256(body)
-		alerts, replay, err := s.store.ReplayedBody(r.Context(), caller, sum[:])
-		switch {
-		case err != nil:
-			return s.notStored(w, r, err)
-		case replay:
-			return s.stored(w, store.IngestResult{Replay: true}, alerts)
-		}
 		n, bad = parseNotification(body)
-		n.BodySum = sum[:]
+		n.BodySum = sum
 	}
 	if bad != nil {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
@@ -179,10 +212,7 @@ func retryable(err error) bool {
 
 // readBody reads the body: a 413 past the bound, a 400 if it cannot be read to its end.
 func (s *server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *apiError) {
-	limit := s.opts.WebhookMaxBytes
-	if limit <= 0 {
-		limit = DefaultWebhookMaxBytes
-	}
+	limit := s.webhookMaxBytes()
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	var maxErr *http.MaxBytesError
 	switch {
@@ -193,6 +223,13 @@ func (s *server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *apiE
 		return nil, errBadRequest("invalid_body", "The body could not be read to its end.")
 	}
 	return body, nil
+}
+
+func (s *server) webhookMaxBytes() int64 {
+	if s.opts.WebhookMaxBytes <= 0 {
+		return DefaultWebhookMaxBytes
+	}
+	return s.opts.WebhookMaxBytes
 }
 
 // parseNotification checks the body: a 400 for anything that is not Alertmanager's webhook of

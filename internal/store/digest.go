@@ -61,20 +61,37 @@ const appliedRecentlySQL = `SELECT applied_at >= now() - interval '` + replayWin
 // ReplayedBody reports whether the body whose SHA-256 is sum is, byte for byte, its group's last
 // applied notification (Notification.BodySum), applied within replayWindow and as the digest
 // the group still has; if so, it records the delivery and returns how many alerts the body
-// held. The caller then answers the body as applied without reading it.
+// held. The caller then answers the body as applied without reading it. AuthenticateDelivery
+// asks the same with the key's authentication.
 func (s *Store) ReplayedBody(ctx context.Context, caller IntegrationCaller, sum []byte) (alerts int, replay bool, err error) {
-	err = s.pool.QueryRow(ctx, `SELECT body_alerts FROM notification_digests
-		WHERE integration_id = $1 AND body = $2 AND body_of = digest AND applied_at >= now() - interval '`+replayWindow+`'
-		LIMIT 1`, caller.IntegrationID, sum).Scan(&alerts)
+	err = s.pool.QueryRow(ctx, replayedBodySQL, caller.IntegrationID, sum).Scan(&alerts)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return 0, false, nil
 	case err != nil:
 		return 0, false, wrap(err, "read the group's last notification")
-	case !caller.touchedRecently:
-		// The delivery is recorded on the integration and its key unless their authentication
-		// found both recorded within the second.
-		_, err = s.pool.Exec(ctx, touchIntegrationSQL, caller.IntegrationID, caller.KeyID)
 	}
-	return alerts, true, wrap(err, "record the delivery")
+	return alerts, true, s.recordReplay(ctx, caller)
+}
+
+// replayedBodySQL reads the count of alerts of the body whose SHA-256 is $2 if it is the last
+// notification applied, within replayWindow, to a group of the integration $1, as the digest
+// that group still has (body_of); authenticateDeliverySQL asks it of the key's integration.
+var replayedBodySQL = replayedBodyOf("$1")
+
+func replayedBodyOf(integrationID string) string {
+	return `SELECT body_alerts FROM notification_digests
+		WHERE integration_id = ` + integrationID + ` AND body = $2 AND body_of = digest
+			AND applied_at >= now() - interval '` + replayWindow + `'
+		LIMIT 1`
+}
+
+// recordReplay records a replay's delivery on the integration and its key, unless their
+// authentication found both recorded within the second.
+func (s *Store) recordReplay(ctx context.Context, caller IntegrationCaller) error {
+	if caller.touchedRecently {
+		return nil
+	}
+	_, err := s.pool.Exec(ctx, touchIntegrationSQL, caller.IntegrationID, caller.KeyID)
+	return wrap(err, "record the delivery")
 }

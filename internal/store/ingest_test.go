@@ -535,25 +535,51 @@ func TestIngest_FailedWriteLeavesNothing(t *testing.T) {
 // applied as the digest the group still has; the delivery is recorded. Anything else is not:
 // another body, the same after a newer notification of its group, after the window, after a
 // replica of an older version changed the group's digest (it writes none of the body's
-// columns), or a notification applied without its body's sum.
+// columns), or a notification applied without its body's sum. ReplayedBody, after the key's
+// authentication, and AuthenticateDelivery, with it, answer alike.
 func TestIngest_BodyReplay(t *testing.T) {
 	ctx := context.Background()
 	st := mustStore(t)
-	c := mustIntegration(t, st, "prod")
-	other := mustIntegration(t, st, "staging")
+	secrets := map[int64]string{}
+	newIntegration := func(name string) store.IntegrationCaller {
+		_, secret, err := st.CreateIntegration(ctx, store.NewIntegration{Name: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := st.AuthenticateIntegration(ctx, secret)
+		if err != nil {
+			t.Fatal(err)
+		}
+		secrets[c.IntegrationID] = secret
+		return c
+	}
+	c, other := newIntegration("prod"), newIntegration("staging")
 	sum := func(s string) []byte {
 		h := sha256.Sum256([]byte(s))
 		return h[:]
 	}
+	check := func(what, how string, alerts int, ok bool, err error, want int) {
+		t.Helper()
+		switch {
+		case err != nil:
+			t.Fatalf("%s (%s): %v", what, how, err)
+		case ok != (want >= 0) || ok && alerts != want:
+			t.Fatalf("%s (%s): replay %v of %d alerts; want a replay: %v, of %d", what, how, ok, alerts, want >= 0, want)
+		}
+	}
+	byAuthentication := func(what string, c store.IntegrationCaller, body string, want int) {
+		t.Helper()
+		got, alerts, ok, err := st.AuthenticateDelivery(ctx, secrets[c.IntegrationID], sum(body))
+		check(what, "AuthenticateDelivery", alerts, ok, err, want)
+		if got.IntegrationID != c.IntegrationID || got.KeyID != c.KeyID {
+			t.Fatalf("%s: AuthenticateDelivery authenticated %+v, want %+v", what, got, c)
+		}
+	}
 	replay := func(what string, c store.IntegrationCaller, body string, want int) {
 		t.Helper()
 		alerts, ok, err := st.ReplayedBody(ctx, c, sum(body))
-		switch {
-		case err != nil:
-			t.Fatalf("%s: %v", what, err)
-		case ok != (want >= 0) || ok && alerts != want:
-			t.Fatalf("%s: replay %v of %d alerts; want a replay: %v, of %d", what, ok, alerts, want >= 0, want)
-		}
+		check(what, "ReplayedBody", alerts, ok, err, want)
+		byAuthentication(what, c, body, want)
 	}
 	withBody := func(n store.Notification, body string) store.Notification {
 		n.BodySum = sum(body)
@@ -565,13 +591,18 @@ func TestIngest_BodyReplay(t *testing.T) {
 	replay("another body", c, "body 2", -1)
 	replay("the same body from another integration", other, "body 1", -1)
 
-	mustExec(t, st, `UPDATE integrations SET last_delivery_at = now() - interval '10 seconds'`)
-	mustExec(t, st, `UPDATE integration_keys SET last_used_at = now() - interval '10 seconds'`)
-	replay("the same body, the delivery not recorded within the second", c, "body 1", 3)
-	if n := mustCount(t, st, `SELECT (SELECT count(*) FROM integrations WHERE id = $1 AND last_delivery_at > now() - interval '5 seconds')
+	for _, how := range []func(string, store.IntegrationCaller, string, int){replay, byAuthentication} {
+		mustExec(t, st, `UPDATE integrations SET last_delivery_at = now() - interval '10 seconds'`)
+		mustExec(t, st, `UPDATE integration_keys SET last_used_at = now() - interval '10 seconds'`)
+		how("the same body, the delivery not recorded within the second", c, "body 1", 3)
+		if n := mustCount(t, st, `SELECT (SELECT count(*) FROM integrations WHERE id = $1 AND last_delivery_at > now() - interval '5 seconds')
 			+ (SELECT count(*) FROM integration_keys WHERE integration_id = $1 AND last_used_at > now() - interval '5 seconds')`,
-		c.IntegrationID); n != 2 {
-		t.Fatalf("a body's replay recorded the delivery on %d of the integration and its key, want both", n)
+			c.IntegrationID); n != 2 {
+			t.Fatalf("a body's replay recorded the delivery on %d of the integration and its key, want both", n)
+		}
+	}
+	if _, _, _, err := st.AuthenticateDelivery(ctx, store.IntegrationKeyPrefix+strings.Repeat("0", 64), sum("body 1")); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("AuthenticateDelivery of an unknown key: %v, want ErrNotFound", err)
 	}
 
 	mustIngest(t, st, c, withBody(group("g", firing("CPU", "f1", t0)), "body 2"))

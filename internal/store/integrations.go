@@ -213,21 +213,52 @@ type IntegrationCaller struct {
 // AuthenticateIntegration returns the live integration whose live key secret is, or ErrNotFound
 // (also for anything not shaped as an integration key, such as a person's API key).
 func (s *Store) AuthenticateIntegration(ctx context.Context, secret string) (IntegrationCaller, error) {
-	var c IntegrationCaller
+	c, _, _, err := s.AuthenticateDelivery(ctx, secret, nil)
+	return c, err
+}
+
+// AuthenticateDelivery is AuthenticateIntegration for a webhook's delivery whose body, read
+// already, has the SHA-256 sum (nil: not read): in the same round trip, it reports as
+// ReplayedBody does whether that body is its group's last notification, applied just before,
+// byte for byte, and then records the delivery and returns how many alerts the body held.
+func (s *Store) AuthenticateDelivery(ctx context.Context, secret string, sum []byte) (c IntegrationCaller, alerts int, replay bool, err error) {
 	if !strings.HasPrefix(secret, IntegrationKeyPrefix) || len(secret) != len(IntegrationKeyPrefix)+64 {
-		return c, ErrNotFound
+		return c, 0, false, ErrNotFound
 	}
 	var seconds int64
-	err := s.pool.QueryRow(ctx, `SELECT i.id, k.id, i.name, pg_catalog.date_part('epoch', i.expire_after)::bigint,
-			coalesce(i.last_delivery_at >= now() - interval '1 second' AND k.last_used_at >= now() - interval '1 second', false)
-		FROM integration_keys k JOIN integrations i ON i.id = k.integration_id
-		WHERE k.key_hash = $1 AND k.revoked_at IS NULL AND i.deleted_at IS NULL`, hashToken(secret)).
-		Scan(&c.IntegrationID, &c.KeyID, &c.Name, &seconds, &c.touchedRecently)
+	var bodyAlerts *int
+	query, args := authenticateIntegrationSQL, []any{hashToken(secret)}
+	if sum != nil {
+		query, args = authenticateDeliverySQL, append(args, sum)
+	}
+	err = s.pool.QueryRow(ctx, query, args...).Scan(&c.IntegrationID, &c.KeyID, &c.Name, &seconds, &c.touchedRecently, &bodyAlerts)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return c, ErrNotFound
+		return c, 0, false, ErrNotFound
+	}
+	if err != nil {
+		return c, 0, false, wrap(err, "authenticate integration")
 	}
 	c.ExpireAfter = time.Duration(seconds) * time.Second
-	return c, wrap(err, "authenticate integration")
+	if bodyAlerts == nil {
+		return c, 0, false, nil
+	}
+	return c, *bodyAlerts, true, s.recordReplay(ctx, c)
+}
+
+// authenticateIntegrationSQL finds the live integration of the live key whose hash is $1, and
+// whether both recorded a delivery within the second; authenticateDeliverySQL adds the count
+// of alerts of the body whose SHA-256 is $2 if it is a replay (replayedBodySQL), else NULL.
+var (
+	authenticateIntegrationSQL = authenticateSQL("NULL::integer")
+	authenticateDeliverySQL    = authenticateSQL("(" + replayedBodyOf("i.id") + ")")
+)
+
+func authenticateSQL(replay string) string {
+	return `SELECT i.id, k.id, i.name, pg_catalog.date_part('epoch', i.expire_after)::bigint,
+			coalesce(i.last_delivery_at >= now() - interval '1 second' AND k.last_used_at >= now() - interval '1 second', false),
+			` + replay + `
+		FROM integration_keys k JOIN integrations i ON i.id = k.integration_id
+		WHERE k.key_hash = $1 AND k.revoked_at IS NULL AND i.deleted_at IS NULL`
 }
 
 // RecordIntegrationError keeps the last refusal of a delivery that carried a live key (a bad
