@@ -13,35 +13,19 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/terdut-server/terdut-server/test/harness/amtest"
 )
 
 // The ingest side's load: Alertmanager's webhook bodies (version 4, as Alertmanager 0.27-0.28
 // writes them), sent by a Go loop in the bench's process to 127.0.0.1 only, each request
 // bounded in time and each round in time and in count.
 
-// amBody is Alertmanager's webhook body, field for field.
-type amBody struct {
-	Receiver          string            `json:"receiver"`
-	Status            string            `json:"status"`
-	Alerts            []amAlert         `json:"alerts"`
-	GroupLabels       map[string]string `json:"groupLabels"`
-	CommonLabels      map[string]string `json:"commonLabels"`
-	CommonAnnotations map[string]string `json:"commonAnnotations"`
-	ExternalURL       string            `json:"externalURL"`
-	Version           string            `json:"version"`
-	GroupKey          string            `json:"groupKey"`
-	TruncatedAlerts   int               `json:"truncatedAlerts"`
-}
-
-type amAlert struct {
-	Status       string            `json:"status"`
-	Labels       map[string]string `json:"labels"`
-	Annotations  map[string]string `json:"annotations"`
-	StartsAt     time.Time         `json:"startsAt"`
-	EndsAt       time.Time         `json:"endsAt"` // zero (0001-01-01T00:00:00Z) while firing, as Alertmanager sends it
-	GeneratorURL string            `json:"generatorURL"`
-	Fingerprint  string            `json:"fingerprint"`
-}
+// amBody and amAlert are Alertmanager's webhook body and its alerts, field for field.
+type (
+	amBody  = amtest.WebhookMessage
+	amAlert = amtest.WebhookAlert
+)
 
 // amGroup is one alert group: its labels, and the labels of each of its alerts.
 type amGroup struct {

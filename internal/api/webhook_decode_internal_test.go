@@ -8,44 +8,25 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/terdut-server/terdut-server/test/harness/amtest"
 )
 
 // alertmanagerBody is a notification as Alertmanager writes it: its webhook message (the
 // fields of v0.35, in its order) through json.Encoder, which escapes <, > and & and ends the
 // body with a newline.
 func alertmanagerBody(t testing.TB, alerts int, annotation string) []byte {
-	type amWireAlert struct {
-		Status       string            `json:"status"`
-		Labels       map[string]string `json:"labels"`
-		Annotations  map[string]string `json:"annotations"`
-		StartsAt     time.Time         `json:"startsAt"`
-		EndsAt       time.Time         `json:"endsAt"`
-		GeneratorURL string            `json:"generatorURL"`
-		Fingerprint  string            `json:"fingerprint"`
-	}
-	type amWireMessage struct {
-		Receiver          string            `json:"receiver"`
-		Status            string            `json:"status"`
-		Alerts            []amWireAlert     `json:"alerts"`
-		GroupLabels       map[string]string `json:"groupLabels"`
-		CommonLabels      map[string]string `json:"commonLabels"`
-		CommonAnnotations map[string]string `json:"commonAnnotations"`
-		ExternalURL       string            `json:"externalURL"`
-		Version           string            `json:"version"`
-		GroupKey          string            `json:"groupKey"`
-		TruncatedAlerts   uint64            `json:"truncatedAlerts"`
-	}
 	starts := time.Date(2026, 12, 6, 7, 0, 0, 123456789, time.UTC)
-	m := amWireMessage{Receiver: "terdut", Status: "firing", GroupLabels: map[string]string{"alertname": "DiskFull"},
+	m := amtest.WebhookMessage{Receiver: "terdut", Status: "firing", GroupLabels: map[string]string{"alertname": "DiskFull"},
 		CommonLabels: map[string]string{"alertname": "DiskFull", "job": "node"}, CommonAnnotations: map[string]string{},
 		ExternalURL: "http://alertmanager.test:9093", Version: "4", GroupKey: `{}/{severity=~"warning|critical"}:{alertname="DiskFull"}`,
-		TruncatedAlerts: 3, Alerts: []amWireAlert{}}
+		TruncatedAlerts: 3, Alerts: []amtest.WebhookAlert{}}
 	for i := range alerts {
 		status, ends := "firing", time.Time{}
 		if i%2 == 1 {
 			status, ends = "resolved", starts.Add(time.Minute).In(time.FixedZone("", 3600))
 		}
-		m.Alerts = append(m.Alerts, amWireAlert{Status: status, StartsAt: starts, EndsAt: ends, Fingerprint: fmt.Sprintf("%016x", i),
+		m.Alerts = append(m.Alerts, amtest.WebhookAlert{Status: status, StartsAt: starts, EndsAt: ends, Fingerprint: fmt.Sprintf("%016x", i),
 			Labels:       map[string]string{"alertname": "DiskFull", "job": "node", "instance": fmt.Sprintf("host-%d:9100", i), "severity": "critical"},
 			Annotations:  map[string]string{"summary": fmt.Sprintf("host-%d is out of disk space", i), "description": annotation},
 			GeneratorURL: "http://prometheus.test:9090/graph?g0.expr=node_filesystem_avail_bytes+%3C+5&g0.tab=1"})

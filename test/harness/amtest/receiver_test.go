@@ -32,15 +32,7 @@ type notification struct {
 	// elapsed".
 	NotificationReason string            `json:"notification_reason"`
 	RouteLabels        map[string]string `json:"routeLabels"`
-	Alerts             []struct {
-		Status       string            `json:"status"`
-		Labels       map[string]string `json:"labels"`
-		Annotations  map[string]string `json:"annotations"`
-		StartsAt     time.Time         `json:"startsAt"`
-		EndsAt       time.Time         `json:"endsAt"`
-		GeneratorURL string            `json:"generatorURL"`
-		Fingerprint  string            `json:"fingerprint"`
-	} `json:"alerts"`
+	Alerts             []WebhookAlert    `json:"alerts"`
 }
 
 // received is one request the recorder took.
