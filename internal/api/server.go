@@ -69,7 +69,6 @@ type Store interface {
 	DeleteIntegration(ctx context.Context, id int64) (string, error)
 	AddIntegrationKey(ctx context.Context, integrationID, by int64) (store.IntegrationKey, string, error)
 	RevokeIntegrationKey(ctx context.Context, integrationID, keyID int64) error
-	AuthenticateIntegration(ctx context.Context, secret string) (store.IntegrationCaller, error)
 	RecordIntegrationError(ctx context.Context, integrationID int64, msg string) error
 	AuthenticateDelivery(ctx context.Context, secret string, sum []byte) (c store.IntegrationCaller, alerts int, replay bool, err error)
 	ReplayedBody(ctx context.Context, caller store.IntegrationCaller, sum []byte) (alerts int, replay bool, err error)

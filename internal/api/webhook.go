@@ -78,18 +78,18 @@ func (s *server) handleAlertmanagerWebhook() http.Handler {
 //
 // A body sent again byte for byte, just applied, is answered from its SHA-256 without being
 // decoded (store.ReplayedBody): Alertmanager re-sends each snapshot as it wrote it. A body that
-// declares at most preAuthBodyBytes is read before its key is checked, so that the key and the
-// body's replay are read in one round trip (store.AuthenticateDelivery); a larger one, or one
-// of no declared length, only once the key is known.
+// declares at most preAuthBodyBytes, sent with something shaped as an integration's key, is
+// read before that key is checked, so that the key and the body's replay are read in one round
+// trip (store.AuthenticateDelivery); a larger one, or one of no declared length, only once the
+// key is known.
 func (s *server) receiveNotification(w http.ResponseWriter, r *http.Request) string {
 	token, _ := bearerToken(r)
 	var body, sum []byte
 	var bad *apiError
-	early := r.ContentLength > 0 && r.ContentLength <= min(preAuthBodyBytes, s.webhookMaxBytes())
+	early := store.IsIntegrationKey(token) && r.ContentLength > 0 && r.ContentLength <= min(preAuthBodyBytes, s.webhookMaxBytes())
 	if early {
 		if body, bad = s.readBody(w, r); bad == nil {
-			h := sha256.Sum256(body)
-			sum = h[:]
+			sum = sha256Of(body)
 		}
 	}
 	ctx := r.Context()
@@ -110,21 +110,17 @@ func (s *server) receiveNotification(w http.ResponseWriter, r *http.Request) str
 	case err != nil:
 		s.writeError(w, r, err)
 		return failedOutcome(err)
-	case replay:
-		return s.stored(w, store.IngestResult{Replay: true}, alerts)
 	}
 	if !early {
 		if body, bad = s.readBody(w, r); bad == nil {
-			h := sha256.Sum256(body)
-			sum = h[:]
-			alerts, replay, err := s.store.ReplayedBody(r.Context(), caller, sum)
-			switch {
-			case err != nil:
+			sum = sha256Of(body)
+			if alerts, replay, err = s.store.ReplayedBody(r.Context(), caller, sum); err != nil {
 				return s.notStored(w, r, err)
-			case replay:
-				return s.stored(w, store.IngestResult{Replay: true}, alerts)
 			}
 		}
+	}
+	if replay {
+		return s.stored(w, store.IngestResult{Replay: true}, alerts)
 	}
 	var n store.Notification
 	if bad == nil {
@@ -223,6 +219,11 @@ func (s *server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *apiE
 		return nil, errBadRequest("invalid_body", "The body could not be read to its end.")
 	}
 	return body, nil
+}
+
+func sha256Of(body []byte) []byte {
+	sum := sha256.Sum256(body)
+	return sum[:]
 }
 
 func (s *server) webhookMaxBytes() int64 {

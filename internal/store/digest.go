@@ -13,8 +13,8 @@ import (
 // A notification is a snapshot of its group, and Alertmanager sends the same one again and
 // again: both members of an HA pair send each, a failure is retried, every repeat_interval
 // re-sends it. The digest of the last one applied to a group lets the same one again, within
-// replayWindow, be answered with no write: from the SHA-256 of its body, before it is read,
-// when it comes byte for byte as before (ReplayedBody); else from its digest, read with the
+// replayWindow, be answered with no write: from the SHA-256 of its body, before it is decoded,
+// when it comes byte for byte as before (AuthenticateDelivery, ReplayedBody); else from its digest, read with the
 // group under its lock (Ingest). The window is what keeps that safe: within it,
 // the stored state is what applying the snapshot again would leave (its firing occurrences
 // were reported at most refreshAfter before it was applied, so none can have expired, the
@@ -61,7 +61,7 @@ const appliedRecentlySQL = `SELECT applied_at >= now() - interval '` + replayWin
 // ReplayedBody reports whether the body whose SHA-256 is sum is, byte for byte, its group's last
 // applied notification (Notification.BodySum), applied within replayWindow and as the digest
 // the group still has; if so, it records the delivery and returns how many alerts the body
-// held. The caller then answers the body as applied without reading it. AuthenticateDelivery
+// held. The caller then answers the body as applied without decoding it. AuthenticateDelivery
 // asks the same with the key's authentication.
 func (s *Store) ReplayedBody(ctx context.Context, caller IntegrationCaller, sum []byte) (alerts int, replay bool, err error) {
 	err = s.pool.QueryRow(ctx, replayedBodySQL, caller.IntegrationID, sum).Scan(&alerts)

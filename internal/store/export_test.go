@@ -60,7 +60,7 @@ var IngestLookups = map[string]struct{ SQL, Index string }{
 }
 
 // IngestSettingsSQL sets what a notification's transaction plans with.
-const IngestSettingsSQL = ingestSettingsSQL
+const IngestSettingsSQL = `SELECT ` + ingestSettings
 
 // Statement is a statement the store runs, and its arguments.
 type Statement struct {

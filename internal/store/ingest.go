@@ -221,7 +221,7 @@ func latestCopies(in []NotifiedAlert) []NotifiedAlert {
 // alert that joins the group's incident ($12 true) points at it (incidentRef) unless it points
 // at a newer one, whatever the copy: one whose stored copy is newer, or of an occurrence
 // Alertmanager resolved (the occurrence joins in another group), keeps its other columns.
-const upsertAlertsSQL = `INSERT INTO alerts AS a (integration_id, fingerprint, name, status, labels, annotations, starts_at,
+var upsertAlertsSQL = `INSERT INTO alerts AS a (integration_id, fingerprint, name, status, labels, annotations, starts_at,
 			ends_at, generator_url, received_at, resolution_source, incident_id)
 		SELECT $1, fingerprint, name, status, labels, annotations, starts_at, ends_at, generator_url, now(),
 			CASE WHEN status = 'resolved' THEN 'alertmanager' END, CASE WHEN joins THEN ` + incidentRef + ` END
@@ -231,16 +231,8 @@ const upsertAlertsSQL = `INSERT INTO alerts AS a (integration_id, fingerprint, n
 			pg_catalog.unnest($12::bool[]))
 			WITH ORDINALITY AS x(fingerprint, name, status, labels, annotations, starts_at, ends_at, generator_url, joins, n)
 		ORDER BY n
-		ON CONFLICT (integration_id, fingerprint) DO UPDATE SET
-			name = CASE WHEN ` + freshCopy + ` THEN excluded.name ELSE a.name END,
-			status = CASE WHEN ` + freshCopy + ` THEN excluded.status ELSE a.status END,
-			labels = CASE WHEN ` + freshCopy + ` THEN excluded.labels ELSE a.labels END,
-			annotations = CASE WHEN ` + freshCopy + ` THEN excluded.annotations ELSE a.annotations END,
-			starts_at = CASE WHEN ` + freshCopy + ` THEN excluded.starts_at ELSE a.starts_at END,
-			ends_at = CASE WHEN ` + freshCopy + ` THEN excluded.ends_at ELSE a.ends_at END,
-			generator_url = CASE WHEN ` + freshCopy + ` THEN excluded.generator_url ELSE a.generator_url END,
-			received_at = CASE WHEN ` + freshCopy + ` THEN excluded.received_at ELSE a.received_at END,
-			resolution_source = CASE WHEN ` + freshCopy + ` THEN excluded.resolution_source ELSE a.resolution_source END,
+		ON CONFLICT (integration_id, fingerprint) DO UPDATE SET ` + setFromFreshCopy("name", "status", "labels", "annotations",
+	"starts_at", "ends_at", "generator_url", "received_at", "resolution_source") + `,
 			incident_id = greatest(a.incident_id, excluded.incident_id)
 		WHERE ` + freshCopy + `
 				AND ((a.name, a.status, a.labels, a.annotations, a.starts_at, a.ends_at, a.generator_url, a.resolution_source,
@@ -254,6 +246,16 @@ const upsertAlertsSQL = `INSERT INTO alerts AS a (integration_id, fingerprint, n
 // of a newer one, and not a firing copy of an occurrence Alertmanager resolved (stale).
 const freshCopy = `(excluded.starts_at > a.starts_at OR excluded.starts_at = a.starts_at
 	AND (excluded.status = 'resolved' OR a.resolution_source IS DISTINCT FROM 'alertmanager'))`
+
+// setFromFreshCopy sets each of columns, in upsertAlertsSQL's conflict, to the copy's value if
+// the copy is fresh (freshCopy), else to the row's.
+func setFromFreshCopy(columns ...string) string {
+	sets := make([]string, len(columns))
+	for i, c := range columns {
+		sets[i] = c + " = CASE WHEN " + freshCopy + " THEN excluded." + c + " ELSE a." + c + " END"
+	}
+	return strings.Join(sets, ", ")
+}
 
 // incidentRef is, in the statements of a notification's writes ($1 the integration, $2 the
 // group, $3 its open incident when the notification found one), the group's open incident:
@@ -356,12 +358,8 @@ type openIncidentRow struct {
 	hasSeverity  bool
 }
 
-// ingestSettings set what a notification's transaction plans with (readGroup), and
-// ingestSettingsSQL is them as a statement of their own.
-const (
-	ingestSettings    = `pg_catalog.set_config('enable_seqscan', 'off', true), pg_catalog.set_config('jit', 'off', true)`
-	ingestSettingsSQL = `SELECT ` + ingestSettings
-)
+// ingestSettings set what a notification's transaction plans with (readGroup).
+const ingestSettings = `pg_catalog.set_config('enable_seqscan', 'off', true), pg_catalog.set_config('jit', 'off', true)`
 
 // readGroup begins the notification's transaction, takes the group's lock and reads whether
 // the notification (digest) is a replay of the group's last one (digest.go), the group's

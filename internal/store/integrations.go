@@ -210,6 +210,11 @@ type IntegrationCaller struct {
 	touchedRecently bool
 }
 
+// IsIntegrationKey reports whether secret is shaped as an integration's key (live or not).
+func IsIntegrationKey(secret string) bool {
+	return strings.HasPrefix(secret, IntegrationKeyPrefix) && len(secret) == len(IntegrationKeyPrefix)+64
+}
+
 // AuthenticateIntegration returns the live integration whose live key secret is, or ErrNotFound
 // (also for anything not shaped as an integration key, such as a person's API key).
 func (s *Store) AuthenticateIntegration(ctx context.Context, secret string) (IntegrationCaller, error) {
@@ -222,7 +227,7 @@ func (s *Store) AuthenticateIntegration(ctx context.Context, secret string) (Int
 // ReplayedBody does whether that body is its group's last notification, applied just before,
 // byte for byte, and then records the delivery and returns how many alerts the body held.
 func (s *Store) AuthenticateDelivery(ctx context.Context, secret string, sum []byte) (c IntegrationCaller, alerts int, replay bool, err error) {
-	if !strings.HasPrefix(secret, IntegrationKeyPrefix) || len(secret) != len(IntegrationKeyPrefix)+64 {
+	if !IsIntegrationKey(secret) {
 		return c, 0, false, ErrNotFound
 	}
 	var seconds int64
