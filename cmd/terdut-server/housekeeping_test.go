@@ -65,7 +65,7 @@ func TestServe_Housekeeping(t *testing.T) {
 	// The server sweeps from its start, so a round may begin before the fixture commits and
 	// see part of it (the revoked session's statement before, the expired one's after): what
 	// the rounds swept is counted over all of them.
-	if sessions, links := sweptInLog(t, srv.Stderr.String()); sessions != 2 || links != 1 {
+	if sessions, links := sweptInLog(srv.Stderr.String()); sessions != 2 || links != 1 {
 		t.Errorf("swept over the rounds: %d sessions and %d set-password links, want 2 and 1; stderr:\n%s", sessions, links, srv.Stderr)
 	}
 	mustContain(t, "stderr", srv.Stderr.String(),
@@ -75,8 +75,7 @@ func TestServe_Housekeeping(t *testing.T) {
 
 // sweptInLog sums the sessions and set-password links of every "swept dead rows" line of a
 // server's JSON log.
-func sweptInLog(t *testing.T, log string) (sessions, links int64) {
-	t.Helper()
+func sweptInLog(log string) (sessions, links int64) {
 	for _, line := range strings.Split(log, "\n") {
 		var l struct {
 			Msg           string `json:"msg"`

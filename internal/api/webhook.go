@@ -221,6 +221,8 @@ func (s *server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *apiE
 	return body, nil
 }
 
+// sha256Of is the SHA-256 of a body as it came, which store.AuthenticateDelivery and
+// store.ReplayedBody look up and store.Notification.BodySum records.
 func sha256Of(body []byte) []byte {
 	sum := sha256.Sum256(body)
 	return sum[:]
